@@ -1,0 +1,125 @@
+"""Commands: imperative, ``extra="forbid"``, validated before anything is decided.
+
+The wire name of each command is its ``type`` string (the class name), listed in
+``COMMANDS``. A command never names another member's or agent's scope: it can
+only choose among the scopes its bearer token already grants.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_CONTENT = 4000
+MAX_TITLE = 200
+
+Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
+ScopeChoice = Literal["private", "shared", "agent", "session", "project"]
+
+
+class Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+    # The scope the command acts in, resolved against the token (never an id).
+    scope: ScopeChoice = "private"
+
+
+class ItemCommand(Command):
+    item_id: str = Field(min_length=1, max_length=64)
+
+
+class RememberMemory(Command):
+    """Save one memory; an agent's save without the user's clear intent is a candidate."""
+
+    content: str = Field(min_length=1, max_length=MAX_CONTENT)
+    kind: Kind = "note"
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
+    key: str | None = Field(default=None, max_length=MAX_TITLE)
+    pinned: bool = False
+    tags: tuple[str, ...] = Field(default=(), max_length=32)
+    sources: tuple[str, ...] = Field(default=(), max_length=32)
+    # The user message of the run that asked for this save (agents only).
+    user_message: str | None = Field(default=None, max_length=20_000)
+    # Saving text that was forgotten before must be meant.
+    resave_forgotten: bool = False
+    # A fact that stops counting at this time (it then counts as expired).
+    expires_at: datetime | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _short_tags(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not t or len(t) > 64 for t in tags):
+            raise ValueError("each tag must have 1 to 64 characters")
+        return tags
+
+
+class CorrectMemory(ItemCommand):
+    """Replace the text of a memory, based on the revision the caller saw."""
+
+    base_revision: int = Field(ge=1)
+    content: str = Field(min_length=1, max_length=MAX_CONTENT)
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
+    user_message: str | None = Field(default=None, max_length=20_000)
+
+
+class RestoreRevision(ItemCommand):
+    """Bring back an earlier revision's text as a new revision."""
+
+    base_revision: int = Field(ge=1)
+    revision: int = Field(ge=1)
+
+
+class UndoChange(ItemCommand):
+    """Undo the last change, with the same stale-base check as a correction."""
+
+    base_revision: int = Field(ge=1)
+
+
+class PinMemory(ItemCommand):
+    pinned: bool = True
+
+
+class DisableMemory(ItemCommand):
+    disabled: bool = True
+
+
+class ArchiveMemory(ItemCommand):
+    superseded_by: str | None = Field(default=None, max_length=64)
+
+
+class UnarchiveMemory(ItemCommand):
+    pass
+
+
+class ConfirmCandidate(ItemCommand):
+    pass
+
+
+class DismissCandidate(ItemCommand):
+    pass
+
+
+class ForgetMemory(ItemCommand):
+    """Erase a memory for real: its key, its text in every revision and vector."""
+
+    reason: str | None = Field(default=None, max_length=500)
+
+
+COMMANDS: dict[str, type[Command]] = {
+    c.__name__: c
+    for c in (
+        RememberMemory,
+        CorrectMemory,
+        RestoreRevision,
+        UndoChange,
+        PinMemory,
+        DisableMemory,
+        ArchiveMemory,
+        UnarchiveMemory,
+        ConfirmCandidate,
+        DismissCandidate,
+        ForgetMemory,
+    )
+}

@@ -1,0 +1,79 @@
+"""The command and event envelopes of DESIGN.md §3."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Actor(BaseModel):
+    """Who caused an event, taken from the verified bearer token."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    org: str
+    member: str
+    agent: str | None = None
+    session: str | None = None
+    project: str | None = None
+    roles: tuple[str, ...] = ()
+
+
+class CommandEnvelope(BaseModel):
+    """A command as it travels on ``engram.commands`` (key = ``stream_id``).
+
+    The caller's bearer token travels with it and is verified by the writer, so
+    a Kafka caller is held to exactly the same rules as an HTTP caller.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command_id: str = Field(min_length=8, max_length=100)
+    type: str
+    token: str
+    stream_id: str
+    issued_at: datetime | None = None
+    payload: dict[str, Any]
+
+
+class EventEnvelope(BaseModel):
+    """An event on ``engram.events`` (key = ``stream_id``); tolerant of added fields."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    event_id: str
+    type: str
+    schema_version: int = 1
+    stream_id: str
+    seq: int = Field(ge=1)
+    command_id: str
+    occurred_at: datetime
+    actor: Actor
+    payload: dict[str, Any]
+
+
+class Rejection(BaseModel):
+    """Why a command was refused; the HTTP layer renders it as problem+json."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    code: str  # stable machine word, e.g. "conflict", "invalid", "forbidden"
+    status: int  # the HTTP status that fits: 401, 403, 404, 409, 422
+    title: str
+    detail: str
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class CommandReply(BaseModel):
+    """The answer to one command, on ``engram.replies`` (key = ``command_id``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    command_id: str
+    ok: bool
+    stream_id: str
+    result: dict[str, Any] = Field(default_factory=dict)
+    rejection: Rejection | None = None
+    events: list[str] = Field(default_factory=list)  # event ids written for this command

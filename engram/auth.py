@@ -1,0 +1,165 @@
+"""Bearer tokens: who is calling, and which scopes that grants.
+
+A principal comes only from a verified token, never from a request argument.
+Development uses HS256 with a secret generated into the state folder;
+production configures a secret, a public key or a JWKS URL (RS256).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jwt
+
+from contracts.envelope import Actor
+from contracts.topics import stream_id
+from engram.settings import CommonSettings, state_dir
+
+ISSUER = "engram"
+AUDIENCE = "engram"
+
+
+class AuthError(Exception):
+    """The bearer token is missing, malformed, expired or not ours."""
+
+
+class ScopeError(Exception):
+    """The token does not grant the scope the command asks for."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    org: str
+    member: str
+    agent: str | None = None
+    session: str | None = None
+    project: str | None = None
+    roles: tuple[str, ...] = field(default=())
+
+    def scope(self, choice: str) -> str:
+        """Resolve a scope choice ("private", "shared", …) against this token."""
+        resolved = {
+            "shared": "shared",
+            "private": f"member:{self.member}",
+            "agent": f"agent:{self.agent}" if self.agent else None,
+            "session": f"session:{self.session}" if self.session else None,
+            "project": f"project:{self.project}" if self.project else None,
+        }.get(choice)
+        if resolved is None:
+            raise ScopeError(f"the token grants no {choice!r} scope")
+        return resolved
+
+    def stream(self, choice: str) -> str:
+        return stream_id(self.org, self.scope(choice))
+
+    def visible_scopes(self) -> list[str]:
+        """Shared, its own private scope, and its agent, session and project scopes."""
+        scopes = ["shared", f"member:{self.member}"]
+        scopes += [
+            f"{k}:{v}"
+            for k, v in (
+                ("agent", self.agent),
+                ("session", self.session),
+                ("project", self.project),
+            )
+            if v
+        ]
+        return scopes
+
+    @property
+    def is_agent(self) -> bool:
+        return self.agent is not None
+
+    def actor(self) -> Actor:
+        return Actor(
+            org=self.org,
+            member=self.member,
+            agent=self.agent,
+            session=self.session,
+            project=self.project,
+            roles=self.roles,
+        )
+
+
+def dev_secret() -> str:
+    """The development signing secret, generated once into the state folder."""
+    path = state_dir() / "secrets" / "jwt-hs256"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+class TokenVerifier:
+    def __init__(self, settings: CommonSettings) -> None:
+        self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url) if settings.jwt_jwks_url else None
+        self._public_key = settings.jwt_public_key
+        self._secret = settings.jwt_secret
+        if not (self._jwks or self._public_key or self._secret):
+            if settings.environment == "production":
+                raise RuntimeError("production needs ENGRAM_JWT_SECRET, _PUBLIC_KEY or _JWKS_URL")
+            self._secret = dev_secret()
+
+    def verify(self, token: str) -> Principal:
+        try:
+            claims = jwt.decode(
+                token,
+                self._key(token),
+                algorithms=self._algorithms(),
+                audience=AUDIENCE,
+                issuer=ISSUER,
+                options={"require": ["exp", "org", "sub"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise AuthError(f"invalid bearer token: {exc}") from exc
+        return Principal(
+            org=str(claims["org"]),
+            member=str(claims["sub"]),
+            agent=claims.get("agent"),
+            session=claims.get("session"),
+            project=claims.get("project"),
+            roles=tuple(claims.get("roles", ())),
+        )
+
+    def _key(self, token: str) -> object:
+        if self._jwks:
+            return self._jwks.get_signing_key_from_jwt(token).key
+        return self._public_key or self._secret
+
+    def _algorithms(self) -> list[str]:
+        return ["RS256"] if (self._jwks or self._public_key) else ["HS256"]
+
+
+def mint_token(
+    secret: str,
+    *,
+    org: str,
+    member: str,
+    agent: str | None = None,
+    session: str | None = None,
+    project: str | None = None,
+    roles: tuple[str, ...] = (),
+    ttl_seconds: int = 3600,
+) -> str:
+    now = int(time.time())
+    claims: dict[str, object] = {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": member,
+        "org": org,
+        "iat": now,
+        "exp": now + ttl_seconds,
+        "roles": list(roles),
+    }
+    for name, value in (("agent", agent), ("session", session), ("project", project)):
+        if value:
+            claims[name] = value
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def read_secret_file(path: Path) -> str:
+    return path.read_text().strip()

@@ -1,0 +1,89 @@
+"""Crypto-shredding: per-item data keys wrapped by a master key (AES-GCM).
+
+Content-bearing event fields are sealed with the item's data key. The wrapped
+key lives in Postgres, never in Kafka; deleting it makes every copy of the text
+in the log unreadable, which is how an immutable log can forget.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import unicodedata
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from contracts.events import Sealed
+from engram.settings import CommonSettings, state_dir
+
+
+class KeyMissingError(Exception):
+    """The item's data key is gone: the item was forgotten."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def load_master_key(settings: CommonSettings) -> bytes:
+    """32 bytes from ENGRAM_MASTER_KEY (base64); development generates one once."""
+    if settings.master_key:
+        key = _unb64(settings.master_key)
+    elif settings.environment == "production":
+        raise RuntimeError("production refuses to start without ENGRAM_MASTER_KEY")
+    else:
+        path = state_dir() / "secrets" / "master-key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_b64(secrets.token_bytes(32)))
+            path.chmod(0o600)
+        key = _unb64(path.read_text().strip())
+    if len(key) != 32:
+        raise RuntimeError("ENGRAM_MASTER_KEY must be 32 bytes, base64-encoded")
+    return key
+
+
+class MasterKey:
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+        # A separate key for hashes, so a hash never doubles as a key check.
+        self._hash_key = hmac.new(key, b"engram content hash v1", hashlib.sha256).digest()
+
+    def new_data_key(self) -> bytes:
+        return AESGCM.generate_key(bit_length=256)
+
+    def wrap(self, key_id: str, data_key: bytes) -> bytes:
+        nonce = os.urandom(12)
+        return nonce + self._aead.encrypt(nonce, data_key, key_id.encode())
+
+    def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
+        return self._aead.decrypt(wrapped[:12], wrapped[12:], key_id.encode())
+
+    def content_hash(self, org: str, text: str) -> str:
+        """Keyed hash of normalised text: finds a re-save without keeping the text."""
+        normal = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+        return hmac.new(self._hash_key, f"{org}\x00{normal}".encode(), hashlib.sha256).hexdigest()
+
+
+def seal(key_id: str, data_key: bytes, text: str) -> Sealed:
+    nonce = os.urandom(12)
+    ciphertext = AESGCM(data_key).encrypt(nonce, text.encode(), key_id.encode())
+    return Sealed(key_id=key_id, nonce=_b64(nonce), ciphertext=_b64(ciphertext))
+
+
+def open_sealed(sealed: Sealed, data_key: bytes) -> str:
+    try:
+        plain = AESGCM(data_key).decrypt(
+            _unb64(sealed.nonce), _unb64(sealed.ciphertext), sealed.key_id.encode()
+        )
+    except InvalidTag as exc:
+        raise ValueError(f"sealed field under key {sealed.key_id} does not authenticate") from exc
+    return plain.decode()

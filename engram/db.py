@@ -1,0 +1,76 @@
+"""Postgres plumbing: pool factory and the versioned migration runner.
+
+Each service owns one schema and ships ``NNN_name.sql`` files in its ``sql/``
+folder. Migrations run at start under an advisory lock, so replicas starting
+together apply each file exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import asyncpg
+
+from engram.logging import get_logger
+
+log = get_logger(__name__)
+MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+    assert pool is not None
+    return pool
+
+
+def migration_files(sql_dir: Path) -> list[Path]:
+    return sorted(p for p in sql_dir.iterdir() if MIGRATION.match(p.name))
+
+
+async def apply_migrations(conn: asyncpg.Connection, owner: str, sql_dir: Path) -> list[str]:
+    """Apply the owner's pending migrations in order; return the names applied."""
+    applied: list[str] = []
+    async with conn.transaction():
+        # One lock for all owners: schemas may reference each other's roles.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('engram.migrations'))")
+        await conn.execute(
+            """CREATE TABLE IF NOT EXISTS public.engram_migrations (
+                 owner text NOT NULL, name text NOT NULL, checksum text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, name))"""
+        )
+        done = {
+            r["name"]: r["checksum"]
+            for r in await conn.fetch(
+                "SELECT name, checksum FROM public.engram_migrations WHERE owner = $1", owner
+            )
+        }
+        for path in migration_files(sql_dir):
+            sql = path.read_text()
+            checksum = hashlib.sha256(sql.encode()).hexdigest()
+            if path.name in done:
+                if done[path.name] != checksum:
+                    raise RuntimeError(
+                        f"migration {owner}/{path.name} changed after it was applied"
+                    )
+                continue
+            await conn.execute(sql)
+            await conn.execute(
+                "INSERT INTO public.engram_migrations (owner, name, checksum) VALUES ($1, $2, $3)",
+                owner,
+                path.name,
+                checksum,
+            )
+            applied.append(path.name)
+    if applied:
+        log.info("migrations_applied", owner=owner, files=applied)
+    return applied
+
+
+async def migrate(dsn: str, owner: str, sql_dir: Path) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await apply_migrations(conn, owner, sql_dir)
+    finally:
+        await conn.close()

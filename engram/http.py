@@ -1,0 +1,104 @@
+"""HTTP plumbing shared by the services: problem+json, bearer tokens, health, serving."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from engram.auth import AuthError, Principal, TokenVerifier
+
+PROBLEM = "application/problem+json"
+
+
+class ProblemError(Exception):
+    """An HTTP error rendered as RFC 9457 problem+json."""
+
+    def __init__(self, status: int, title: str, detail: str, code: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail, self.code, self.extra = (
+            status,
+            title,
+            detail,
+            code,
+            extra,
+        )
+
+
+def problem(status: int, title: str, detail: str, code: str, **extra: Any) -> JSONResponse:
+    body = {
+        "type": f"https://engram.dev/problems/{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
+        return problem(exc.status, exc.title, exc.detail, exc.code, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return problem(
+            422,
+            "Invalid request",
+            "the request body or parameters are invalid",
+            "invalid",
+            errors=errors,
+        )
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise ProblemError(
+            401, "Not authenticated", "send Authorization: Bearer <token>", "unauthenticated"
+        )
+    return token.strip()
+
+
+def principal_from(request: Request, verifier: TokenVerifier) -> Principal:
+    try:
+        return verifier.verify(bearer_token(request))
+    except AuthError as exc:
+        raise ProblemError(401, "Not authenticated", str(exc), "unauthenticated") from exc
+
+
+def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    """``/health`` is 200 only when every part works (503 otherwise); ``/live`` always."""
+
+    @app.get("/live")
+    async def live() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        detail = await ready()
+        ok = all(v is not False for v in detail.values())
+        return JSONResponse(
+            {"status": "ok" if ok else "unavailable", **detail}, status_code=200 if ok else 503
+        )
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+
+
+def serve(app: FastAPI, host: str, port: int) -> None:
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+    )
+    asyncio.run(uvicorn.Server(config).serve())

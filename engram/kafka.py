@@ -1,0 +1,109 @@
+"""Kafka plumbing: client factories, topic set-up, and the dead-letter writer.
+
+Consumers of ``engram.events`` read committed records only: a writer's aborted
+transaction must never reach a read model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from contracts.topics import TopicSpec, dead_letter_topic, topic_specs
+from engram.logging import get_logger
+
+log = get_logger(__name__)
+
+
+def json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
+
+
+def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=kwargs.pop("linger_ms", 1), **kwargs
+    )
+
+
+def consumer(bootstrap: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=kwargs.pop("fetch_max_wait_ms", 20),
+        **kwargs,
+    )
+
+
+async def ensure_topics(bootstrap: str, partitions: int) -> list[str]:
+    """Create every missing topic with its partition count and retention."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [s for s in topic_specs(partitions) if s.name not in existing]
+        for spec in missing:
+            # A replica's set-up may win the race; that is fine.
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics([_new_topic(spec)])
+        _check_partitions(
+            await admin.describe_topics([s.name for s in topic_specs(partitions)]), partitions
+        )
+        return [s.name for s in missing]
+    finally:
+        await admin.close()
+
+
+def _new_topic(spec: TopicSpec) -> NewTopic:
+    return NewTopic(spec.name, spec.partitions, 1, topic_configs=spec.config())
+
+
+def _check_partitions(described: list[dict[str, Any]], partitions: int) -> None:
+    """Commands and events must stay co-partitioned, or one stream gets two writers."""
+    counts = {d["topic"]: len(d["partitions"]) for d in described}
+    if counts.get("engram.commands") != counts.get("engram.events"):
+        raise RuntimeError(f"engram.commands and engram.events differ in partitions: {counts}")
+    if counts.get("engram.events") != partitions:
+        log.warning("partition_count_differs", configured=partitions, actual=counts)
+
+
+async def events_partitions(bootstrap: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics(["engram.events"])
+        return len(described["partitions"])
+    finally:
+        await admin.close()
+
+
+def dead_letter(
+    service: str,
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    error: str,
+) -> tuple[str, bytes, bytes]:
+    """A dead-letter record: the original bytes and where they came from, plus the error."""
+    body = {
+        "service": service,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": key.decode(errors="replace") if key else None,
+        "value": value.decode(errors="replace") if value else None,
+        "error": error,
+        "failed_at": datetime.now(UTC).isoformat(),
+    }
+    return dead_letter_topic(service), key or b"", json_bytes(body)

@@ -1,0 +1,90 @@
+"""The Postgres key store: wrapped data keys, fetched with a small cache."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+import asyncpg
+
+from engram.crypto import KeyMissingError, MasterKey
+from engram.db import migrate
+
+SQL_DIR = Path(__file__).parent / "sql"
+
+
+async def migrate_keystore(dsn: str) -> None:
+    await migrate(dsn, "keystore", SQL_DIR)
+
+
+class KeyStore:
+    def __init__(self, pool: asyncpg.Pool, master: MasterKey, cache_size: int = 50_000) -> None:
+        self._pool = pool
+        self._master = master
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache_size = cache_size
+
+    @property
+    def master(self) -> MasterKey:
+        return self._master
+
+    async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
+        """Create data keys for ``(key_id, org)`` pairs; an existing key is reused."""
+        fresh = {key_id: self._master.new_data_key() for key_id, _ in keys}
+        rows = [(k, org, self._master.wrap(k, fresh[k])) for k, org in keys]
+        async with self._pool.acquire() as conn:
+            await conn.executemany(
+                "INSERT INTO keystore.data_keys (key_id, org, wrapped) VALUES ($1, $2, $3) "
+                "ON CONFLICT (key_id) DO NOTHING",
+                rows,
+            )
+        # Re-read: on a replayed command the first key written must win.
+        return {k: await self.get(k) for k in fresh}
+
+    async def get(self, key_id: str) -> bytes:
+        if key_id in self._cache:
+            self._cache.move_to_end(key_id)
+            return self._cache[key_id]
+        async with self._pool.acquire() as conn:
+            wrapped = await conn.fetchval(
+                "SELECT wrapped FROM keystore.data_keys WHERE key_id = $1", key_id
+            )
+        if wrapped is None:
+            raise KeyMissingError(key_id)
+        key = self._master.unwrap(key_id, wrapped)
+        self._remember(key_id, key)
+        return key
+
+    async def get_many(self, key_ids: set[str]) -> dict[str, bytes]:
+        """Fetch many keys in one round trip; missing (shredded) ones are left out."""
+        missing = [k for k in key_ids if k not in self._cache]
+        if missing:
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(
+                    "SELECT key_id, wrapped FROM keystore.data_keys WHERE key_id = ANY($1)", missing
+                )
+            for row in rows:
+                self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
+        return {k: self._cache[k] for k in key_ids if k in self._cache}
+
+    def forget_cached(self, key_id: str) -> None:
+        self._cache.pop(key_id, None)
+
+    def _remember(self, key_id: str, key: bytes) -> None:
+        self._cache[key_id] = key
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+
+async def shred(conn: asyncpg.Connection, key_id: str) -> bool:
+    """Delete a data key for good (in the caller's transaction); True if one existed."""
+    org = await conn.fetchval(
+        "DELETE FROM keystore.data_keys WHERE key_id = $1 RETURNING org", key_id
+    )
+    if org is not None:
+        await conn.execute(
+            "INSERT INTO keystore.shredded (key_id, org) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            key_id,
+            org,
+        )
+    return org is not None

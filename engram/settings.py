@@ -1,0 +1,43 @@
+"""The settings every service shares; each service adds its own under its prefix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def state_dir() -> Path:
+    """Where the development stack keeps data, logs and generated dev secrets."""
+    return Path(os.environ.get("ENGRAM_STATE_DIR", REPO_ROOT / ".engram")).resolve()
+
+
+class CommonSettings(BaseSettings):
+    """Connection settings read without a prefix, as every tool expects them."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    kafka_bootstrap_servers: str = Field("127.0.0.1:29092", alias="KAFKA_BOOTSTRAP_SERVERS")
+    database_url: str = Field("postgresql://postgres@127.0.0.1:25432/engram", alias="DATABASE_URL")
+    environment: Literal["dev", "production"] = Field("dev", alias="ENGRAM_ENV")
+    partitions: int = Field(4, alias="ENGRAM_PARTITIONS", ge=1, le=256)
+    log_level: str = Field("INFO", alias="ENGRAM_LOG_LEVEL")
+    jwt_secret: str | None = Field(None, alias="ENGRAM_JWT_SECRET")
+    jwt_jwks_url: str | None = Field(None, alias="ENGRAM_JWT_JWKS_URL")
+    jwt_public_key: str | None = Field(None, alias="ENGRAM_JWT_PUBLIC_KEY")
+    master_key: str | None = Field(None, alias="ENGRAM_MASTER_KEY")
+
+
+class ServiceSettings(BaseSettings):
+    """Base for a service's own settings: its HTTP address and instance name."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    instance: str = Field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}")

@@ -1,0 +1,131 @@
+"""The command consumer: one ``PartitionWriter`` per assigned partition.
+
+Assignment restores state before the first command is read; revocation waits
+for the batch in flight (the lock) so two owners never write one partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from contracts import topics
+from engram.keystore import KeyStore, shred
+from engram.logging import get_logger
+from services.command.adapters.writer import PartitionWriter
+
+log = get_logger(__name__)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, processor: CommandProcessor) -> None:
+        self._p = processor
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        async with self._p.lock:
+            for tp in revoked:
+                writer = self._p.writers.pop(tp.partition, None)
+                if writer:
+                    await writer.stop()
+            log.info("partitions_revoked", partitions=[tp.partition for tp in revoked])
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        async with self._p.lock:
+            for tp in assigned:
+                if tp.partition not in self._p.writers:
+                    writer = self._p.make_writer(tp.partition)
+                    await writer.start()
+                    self._p.writers[tp.partition] = writer
+            log.info("partitions_assigned", partitions=[tp.partition for tp in assigned])
+
+
+class CommandProcessor:
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        pool: asyncpg.Pool,
+        keystore: KeyStore,
+        make_writer: Callable[[int], PartitionWriter],
+        max_batch: int,
+    ) -> None:
+        self.lock = asyncio.Lock()
+        self.writers: dict[int, PartitionWriter] = {}
+        self.make_writer = make_writer
+        self._pool = pool
+        self._keys = keystore
+        self._max_batch = max_batch
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            max_poll_records=max_batch,
+        )
+        self.processed = 0
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self._consumer.assignment()) or not self._started
+
+    _started = False
+
+    async def run(self) -> None:
+        self._consumer.subscribe([topics.COMMANDS], listener=_Rebalance(self))
+        await self._consumer.start()
+        self._started = True
+        try:
+            while True:
+                batches = await self._consumer.getmany(timeout_ms=200, max_records=self._max_batch)
+                if batches:
+                    await self._process(batches)
+        finally:
+            await self._consumer.stop()
+            for writer in self.writers.values():
+                await writer.stop()
+
+    async def _process(self, batches: dict[TopicPartition, list]) -> None:  # type: ignore[type-arg]
+        async with self.lock:
+            results = await asyncio.gather(
+                *(self._process_partition(tp, records) for tp, records in batches.items())
+            )
+        for items in results:
+            await self._shred(items)
+
+    async def _process_partition(self, tp: TopicPartition, records: list) -> list[str]:  # type: ignore[type-arg]
+        writer = self.writers.get(tp.partition)
+        if writer is None:  # revoked between fetch and processing
+            return []
+        try:
+            shredded = await writer.process(records)
+        except KafkaError as exc:
+            # The transaction aborted: our in-memory state may be ahead of the log.
+            log.error("transaction_failed", partition=tp.partition, error=str(exc))
+            await self._recover(tp, writer)
+            return []
+        self.processed += len(records)
+        return shredded
+
+    async def _recover(self, tp: TopicPartition, writer: PartitionWriter) -> None:
+        await writer.stop()
+        fresh = self.make_writer(tp.partition)
+        await fresh.start()
+        self.writers[tp.partition] = fresh
+        committed = await self._consumer.committed(tp)
+        self._consumer.seek(tp, committed or 0)
+
+    async def _shred(self, item_ids: list[str]) -> None:
+        """Delete forgotten items' data keys now; the projector does it too (idempotent)."""
+        if not item_ids:
+            return
+        async with self._pool.acquire() as conn, conn.transaction():
+            for item_id in item_ids:
+                await shred(conn, item_id)
+        for item_id in item_ids:
+            self._keys.forget_cached(item_id)

@@ -1,0 +1,85 @@
+"""Request/reply over Kafka for HTTP callers.
+
+The HTTP handler publishes the command to ``engram.commands`` and waits for its
+answer on ``engram.replies``. This instance reads every reply partition from
+the end (no consumer group) and hands each reply to the future waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from contracts import topics
+from contracts.envelope import CommandEnvelope, CommandReply
+from engram.logging import get_logger
+
+log = get_logger(__name__)
+
+
+class ReplyTimeout(Exception):
+    """No reply in time; the command may still be applied (retry with the same id)."""
+
+
+class CommandGateway:
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True
+        )
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            fetch_max_wait_ms=100,
+        )
+        self._waiting: dict[str, asyncio.Future[CommandReply]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._producer.start()
+        await self._consumer.start()
+        await self._consumer.topics()  # fetches cluster metadata
+        parts = self._consumer.partitions_for_topic(topics.REPLIES)
+        if not parts:
+            raise RuntimeError(f"topic {topics.REPLIES} is missing: run `engram setup` first")
+        tps = [TopicPartition(topics.REPLIES, p) for p in sorted(parts)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_end(*tps)
+        for tp in tps:  # resolve the end positions now, before any command is sent
+            await self._consumer.position(tp)
+        self._task = asyncio.create_task(self._listen(), name="reply-listener")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+        await self._consumer.stop()
+        await self._producer.stop()
+
+    @property
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def send(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
+        future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+        self._waiting[envelope.command_id] = future
+        try:
+            await self._producer.send_and_wait(
+                topics.COMMANDS,
+                envelope.model_dump_json().encode(),
+                key=envelope.stream_id.encode(),
+            )
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            raise ReplyTimeout(envelope.command_id) from exc
+        finally:
+            self._waiting.pop(envelope.command_id, None)
+
+    async def _listen(self) -> None:
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=500)
+            for records in batches.values():
+                for record in records:
+                    future = self._waiting.get((record.key or b"").decode())
+                    if future is not None and not future.done():
+                        future.set_result(CommandReply.model_validate_json(record.value or b""))

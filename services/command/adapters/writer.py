@@ -1,0 +1,267 @@
+"""The single writer of one partition: restore, decide, append exactly once.
+
+One transactional producer per input partition (``engram-command-<p>``): a new
+owner's ``init_transactions`` fences the old one and aborts its open
+transaction, and the consumed offsets commit in the same transaction as the
+events and replies. aiokafka has no KIP-447, hence one id per partition.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from pydantic import ValidationError
+
+from contracts import topics
+from contracts.commands import COMMANDS, Command, ForgetMemory
+from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
+from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
+from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
+from engram.crypto import seal
+from engram.kafka import dead_letter
+from engram.keystore import KeyStore
+from engram.logging import get_logger
+from services.command.adapters.restore import Restorer
+from services.command.core import Context, decide
+from services.command.errors import DomainError, Forbidden, InvalidCommand, Unauthenticated
+from services.command.state import StreamState, evolve
+
+log = get_logger(__name__)
+ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
+
+
+def new_item_id(command_id: str) -> str:
+    """Deterministic: a command retried after a crash names the same item (and key)."""
+    return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
+
+
+@dataclass
+class Decoded:
+    record: ConsumerRecord[bytes, bytes]
+    envelope: CommandEnvelope | None = None
+    poison: str | None = None
+
+
+class PartitionWriter:
+    def __init__(
+        self,
+        partition: int,
+        bootstrap: str,
+        group_id: str,
+        keystore: KeyStore,
+        verifier: TokenVerifier,
+        restorer: Restorer,
+        partitions: int,
+    ) -> None:
+        self.partition = partition
+        self._group_id = group_id
+        self._keys = keystore
+        self._verifier = verifier
+        self._restorer = restorer
+        self._partitions = partitions
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            transactional_id=f"engram-command-{partition}",
+            enable_idempotence=True,
+            linger_ms=0,
+        )
+        self.states: dict[str, StreamState] = {}
+        self.next_event_offset = 0
+
+    async def start(self) -> None:
+        await self._producer.start()  # init_transactions: fences a zombie owner
+        self.states, self.next_event_offset = await self._restorer.restore(self.partition)
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[str]:
+        """Decide a batch and commit it in one transaction; return the items to shred."""
+        decoded = [self._decode(r) for r in records]
+        keys = await self._prepare_keys(decoded)
+        shred: list[str] = []
+        async with self._producer.transaction():
+            for d in decoded:
+                shred += await self._handle(d, keys)
+            tp = TopicPartition(topics.COMMANDS, self.partition)
+            await self._producer.send_offsets_to_transaction(
+                {tp: records[-1].offset + 1}, self._group_id
+            )
+        return shred
+
+    def _decode(self, record: ConsumerRecord[bytes, bytes]) -> Decoded:
+        try:
+            return Decoded(
+                record, envelope=CommandEnvelope.model_validate_json(record.value or b"")
+            )
+        except ValidationError as exc:
+            return Decoded(record, poison=f"undecodable command envelope: {exc}")
+
+    async def _prepare_keys(self, decoded: list[Decoded]) -> dict[str, bytes]:
+        """Fetch or create every data key the batch may seal with, in two round trips."""
+        new: list[tuple[str, str]] = []
+        existing: set[str] = set()
+        for d in decoded:
+            env = d.envelope
+            if env is None:
+                continue
+            org = env.stream_id.split("/", 1)[0]
+            if env.type in ("RememberMemory", "CorrectMemory"):
+                new.append((new_item_id(env.command_id), org))
+            if isinstance(item_id := env.payload.get("item_id"), str):
+                existing.add(item_id)
+        keys = await self._keys.create_many(new) if new else {}
+        keys.update(await self._keys.get_many(existing))
+        return keys
+
+    async def _handle(self, d: Decoded, keys: dict[str, bytes]) -> list[str]:
+        if d.envelope is None:
+            await self._dead_letter(d.record, d.poison or "poison")
+            return []
+        env = d.envelope
+        state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
+        if env.command_id in state.results:  # a repeat gets the first answer again
+            await self._reply(
+                CommandReply(
+                    command_id=env.command_id,
+                    ok=True,
+                    stream_id=env.stream_id,
+                    result={**state.results[env.command_id], "duplicate": True},
+                )
+            )
+            return []
+        try:
+            principal, cmd = self._authorise(env)
+            events = decide(state, cmd, self._context(env, principal, cmd, keys))
+        except DomainError as exc:
+            await self._reply(
+                CommandReply(
+                    command_id=env.command_id,
+                    ok=False,
+                    stream_id=env.stream_id,
+                    rejection=exc.rejection(),
+                )
+            )
+            return []
+        ids = [await self._append(state, env, principal, e) for e in events]
+        result = dict(state.results.get(env.command_id, {}))
+        result.update(stream_id=env.stream_id, generation=state.generation, seq=state.seq)
+        if isinstance(cmd, ForgetMemory) or any(isinstance(e, MemoryForgotten) for e in events):
+            result["receipt"] = forget_receipt(events)
+        await self._reply(
+            CommandReply(
+                command_id=env.command_id,
+                ok=True,
+                stream_id=env.stream_id,
+                result=result,
+                events=ids,
+            )
+        )
+        return [e.item_id for e in events if isinstance(e, MemoryForgotten)]
+
+    def _authorise(self, env: CommandEnvelope) -> tuple[Principal, Command]:
+        try:
+            principal = self._verifier.verify(env.token)
+        except AuthError as exc:
+            raise Unauthenticated(str(exc)) from exc
+        model = COMMANDS.get(env.type)
+        if model is None:
+            raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
+        try:
+            cmd = model.model_validate(env.payload)
+        except ValidationError as exc:
+            raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
+        try:
+            expected = principal.stream(cmd.scope)
+        except ScopeError as exc:
+            raise Forbidden(str(exc)) from exc
+        if expected != env.stream_id:
+            raise Forbidden(f"stream_id {env.stream_id!r} is not the token's {cmd.scope} scope")
+        if topics.partition_for(env.stream_id, self._partitions) != self.partition:
+            raise InvalidCommand("the command was not keyed by its stream_id")
+        return principal, cmd
+
+    def _context(
+        self, env: CommandEnvelope, principal: Principal, cmd: Command, keys: dict[str, bytes]
+    ) -> Context:
+        master = self._keys.master
+
+        def seal_for(item_id: str, text: str) -> Any:
+            return seal(item_id, keys[item_id], text)
+
+        return Context(
+            scope=principal.scope(cmd.scope),
+            is_agent=principal.is_agent,
+            now=datetime.now(UTC),
+            new_item_id=lambda: new_item_id(env.command_id),
+            seal=seal_for,
+            content_hash=lambda text: master.content_hash(principal.org, text),
+        )
+
+    async def _append(
+        self, state: StreamState, env: CommandEnvelope, principal: Principal, event: Event
+    ) -> str:
+        name = type(event).__name__
+        envelope = EventEnvelope(
+            event_id=str(uuid.uuid4()),
+            type=name,
+            schema_version=SCHEMA_VERSIONS[name],
+            stream_id=state.stream_id,
+            seq=state.seq + 1,
+            command_id=env.command_id,
+            occurred_at=datetime.now(UTC),
+            actor=principal.actor(),
+            payload=event.model_dump(mode="json"),
+        )
+        evolve(state, envelope.seq, env.command_id, event)
+        await self._producer.send(
+            topics.EVENTS,
+            envelope.model_dump_json().encode(),
+            key=state.stream_id.encode(),
+            partition=self.partition,
+        )
+        return envelope.event_id
+
+    async def _reply(self, reply: CommandReply) -> None:
+        await self._producer.send(
+            topics.REPLIES, reply.model_dump_json().encode(), key=reply.command_id.encode()
+        )
+
+    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], error: str) -> None:
+        topic, key, value = dead_letter(
+            "command",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
+            error=error,
+        )
+        log.warning(
+            "command_dead_lettered",
+            partition=record.partition,
+            offset=record.offset,
+            error=error[:300],
+        )
+        await self._producer.send(topic, value, key=key)
+
+
+def forget_receipt(events: list[Event]) -> dict[str, Any]:
+    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
+    return {
+        "erased": [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten],
+        "where": [
+            "keystore: the item's data key is deleted, so every sealed copy in engram.events "
+            "is unreadable (crypto-shredding)",
+            "read models: text removed from the item, every revision and every embedding",
+        ],
+        "kept": "a content-free tombstone and keyed hashes of the text",
+    }
+
+
+def json_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]

@@ -1,0 +1,92 @@
+"""Composition root of the command service: settings -> pools -> writer -> routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from engram.auth import TokenVerifier
+from engram.crypto import MasterKey, load_master_key
+from engram.db import create_pool, migrate
+from engram.http import install_health, install_problem_handlers
+from engram.kafka import events_partitions
+from engram.keystore import KeyStore, migrate_keystore
+from engram.logging import configure_logging, get_logger
+from engram.service import cancel, supervise
+from engram.settings import CommonSettings
+from services.command.adapters.processor import CommandProcessor
+from services.command.adapters.replies import CommandGateway
+from services.command.adapters.restore import Restorer
+from services.command.adapters.writer import PartitionWriter
+from services.command.handlers import router
+from services.command.settings import CommandSettings
+
+SQL_DIR = Path(__file__).parent / "sql"
+log = get_logger(__name__)
+
+
+def create_app(
+    settings: CommandSettings | None = None, common: CommonSettings | None = None
+) -> FastAPI:
+    settings = settings or CommandSettings()
+    common = common or CommonSettings()
+    configure_logging("command", common.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate_keystore(common.database_url)
+        await migrate(common.database_url, "command", SQL_DIR)
+        pool = await create_pool(common.database_url, max_size=8)
+        keystore = KeyStore(pool, MasterKey(load_master_key(common)))
+        verifier = TokenVerifier(common)
+        partitions = await events_partitions(common.kafka_bootstrap_servers)
+        restorer = Restorer(pool, common.kafka_bootstrap_servers)
+
+        def make_writer(partition: int) -> PartitionWriter:
+            return PartitionWriter(
+                partition,
+                common.kafka_bootstrap_servers,
+                settings.group_id,
+                keystore,
+                verifier,
+                restorer,
+                partitions,
+            )
+
+        processor = CommandProcessor(
+            common.kafka_bootstrap_servers,
+            settings.group_id,
+            pool,
+            keystore,
+            make_writer,
+            settings.max_batch,
+        )
+        gateway = CommandGateway(common.kafka_bootstrap_servers)
+        await gateway.start()
+        app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
+        app.state.processor = processor
+        task = supervise(processor.run(), "command-processor")
+        log.info("command_service_started", port=settings.port, partitions=partitions)
+        try:
+            yield
+        finally:
+            await cancel(task)
+            await gateway.stop()
+            await pool.close()
+
+    app = FastAPI(title="Engram command service", lifespan=lifespan)
+    install_problem_handlers(app)
+
+    async def ready() -> dict[str, Any]:
+        return {
+            "gateway": app.state.gateway.healthy,
+            "partitions": sorted(app.state.processor.writers),
+        }
+
+    install_health(app, ready)
+    app.include_router(router)
+    return app

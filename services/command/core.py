@@ -1,0 +1,278 @@
+"""The pure decision core: ``decide(state, command, ctx) -> events``.
+
+No I/O. Time, ids and sealing are passed in through ``Context`` so tests are
+deterministic and the writer decides the same way on every replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from contracts import commands as c
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+    Sealed,
+)
+from services.command.confirm import user_asked_to_save
+from services.command.errors import Conflict, Gone, InvalidCommand, NotFound
+from services.command.state import Item, StreamState
+
+
+@dataclass(frozen=True)
+class Context:
+    scope: str  # resolved from the token, e.g. "member:ana"
+    is_agent: bool
+    now: datetime
+    new_item_id: Callable[[], str]
+    seal: Callable[[str, str], Sealed]  # (item_id, text) -> sealed text
+    content_hash: Callable[[str], str]
+
+
+def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
+    handler = _HANDLERS[type(cmd)]
+    return handler(state, cmd, ctx)  # type: ignore[no-any-return]
+
+
+def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Event]:
+    digest = ctx.content_hash(cmd.content)
+    if digest in state.forgotten_hashes and not cmd.resave_forgotten:
+        raise Conflict(
+            "this text was forgotten before; send resave_forgotten=true if you mean "
+            "to save it again",
+            content=cmd.content,
+        )
+    confirmed = not ctx.is_agent or user_asked_to_save(
+        cmd.user_message, cmd.content, shared=ctx.scope == "shared"
+    )
+    existing = state.active_by_key(cmd.key) if cmd.key else None
+    if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
+        return [_revision(existing, cmd.content, cmd.title, ctx, "corrected")]
+    item_id = ctx.new_item_id()
+    return [
+        MemoryRemembered(
+            item_id=item_id,
+            scope=ctx.scope,
+            kind=cmd.kind,
+            status="active" if confirmed else "candidate",
+            content=ctx.seal(item_id, cmd.content),
+            title=ctx.seal(item_id, cmd.title) if cmd.title else None,
+            key=cmd.key,
+            pinned=cmd.pinned,
+            tags=cmd.tags,
+            sources=cmd.sources,
+            content_hash=digest,
+            content_length=len(cmd.content),
+            expires_at=cmd.expires_at,
+            replaces=existing.item_id if existing else None,
+        )
+    ]
+
+
+def _revision(
+    item: Item,
+    text: str,
+    title: str | None,
+    ctx: Context,
+    reason: str,
+    restored_from: int | None = None,
+) -> MemoryRevised:
+    return MemoryRevised(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        base_revision=item.revision,
+        reason=reason,  # type: ignore[arg-type]
+        content=ctx.seal(item.item_id, text),
+        title=ctx.seal(item.item_id, title) if title else item.current.title,
+        content_hash=ctx.content_hash(text),
+        content_length=len(text),
+        restored_from=restored_from,
+    )
+
+
+def _item(state: StreamState, item_id: str) -> Item:
+    item = state.items.get(item_id)
+    if item is None:
+        raise NotFound(f"no memory {item_id} in {state.stream_id}", item_id=item_id)
+    if item.status == "forgotten":
+        raise Gone(
+            f"memory {item_id} was forgotten; it cannot be changed or restored", item_id=item_id
+        )
+    return item
+
+
+def _check_base(item: Item, base: int, text: str | None = None) -> None:
+    if base != item.revision:
+        extra = {"item_id": item.item_id, "current_revision": item.revision, "base_revision": base}
+        if text is not None:
+            extra["content"] = text  # the caller's text comes back so nothing is lost
+        raise Conflict(f"memory {item.item_id} is at revision {item.revision}, not {base}", **extra)
+
+
+def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    _check_base(item, cmd.base_revision, cmd.content)
+    confirmed = not ctx.is_agent or user_asked_to_save(
+        cmd.user_message, cmd.content, shared=ctx.scope == "shared"
+    )
+    if item.confirmed and not confirmed:
+        # An inference never replaces a confirmed fact: it waits as a candidate.
+        return [
+            MemoryRemembered(
+                item_id=(new_id := ctx.new_item_id()),
+                scope=ctx.scope,
+                kind=item.kind,  # type: ignore[arg-type]
+                status="candidate",
+                content=ctx.seal(new_id, cmd.content),
+                title=ctx.seal(new_id, cmd.title) if cmd.title else None,
+                key=item.key,
+                content_hash=ctx.content_hash(cmd.content),
+                content_length=len(cmd.content),
+                replaces=item.item_id,
+            )
+        ]
+    return [_revision(item, cmd.content, cmd.title, ctx, "corrected")]
+
+
+def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    _check_base(item, cmd.base_revision)
+    old = item.revisions.get(cmd.revision)
+    if old is None or cmd.revision >= item.revision:
+        raise InvalidCommand(f"memory {item.item_id} has no earlier revision {cmd.revision}")
+    return [_copy_revision(item, cmd.revision, "restored")]
+
+
+def _copy_revision(item: Item, revision: int, reason: str) -> MemoryRevised:
+    old = item.revisions[revision]
+    return MemoryRevised(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        base_revision=item.revision,
+        reason=reason,
+        content=old.content,
+        title=old.title,  # type: ignore[arg-type]
+        content_hash=old.content_hash,
+        content_length=old.content_length,
+        restored_from=revision,
+    )
+
+
+def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    _check_base(item, cmd.base_revision)
+    if item.last_change is None:
+        raise Conflict(f"memory {item.item_id} has no change to undo", item_id=item.item_id)
+    what, before = item.last_change
+    if what == "revision":
+        return [_copy_revision(item, before, "undone")]
+    if what == "pinned":
+        return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]
+    return [_status_change(item, before)]
+
+
+def _status_change(item: Item, status: str, superseded_by: str | None = None) -> Event:
+    return MemoryStatusChanged(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        status=status,
+        previous=item.status,  # type: ignore[arg-type]
+        superseded_by=superseded_by,
+    )
+
+
+def _pin(state: StreamState, cmd: c.PinMemory, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    if item.pinned == cmd.pinned:
+        return []
+    return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=cmd.pinned)]
+
+
+def _transition(
+    state: StreamState, item_id: str, allowed: dict[str, str], superseded_by: str | None = None
+) -> list[Event]:
+    item = _item(state, item_id)
+    target = allowed.get(item.status)
+    if target is None:
+        raise Conflict(
+            f"memory {item_id} is {item.status}; that change does not apply",
+            item_id=item_id,
+            status=item.status,
+        )
+    if target == item.status:
+        return []
+    return [_status_change(item, target, superseded_by)]
+
+
+def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Event]:
+    allowed = (
+        {"active": "disabled", "disabled": "disabled"}
+        if cmd.disabled
+        else {"disabled": "active", "active": "active"}
+    )
+    return _transition(state, cmd.item_id, allowed)
+
+
+def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Event]:
+    if cmd.superseded_by is not None and cmd.superseded_by not in state.items:
+        raise InvalidCommand(f"superseded_by {cmd.superseded_by} is not a memory of this scope")
+    return _transition(
+        state, cmd.item_id, {"active": "archived", "disabled": "archived"}, cmd.superseded_by
+    )
+
+
+def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
+    return _transition(state, cmd.item_id, {"archived": "active"})
+
+
+def _confirm(state: StreamState, cmd: c.ConfirmCandidate, ctx: Context) -> list[Event]:
+    if ctx.is_agent:
+        raise InvalidCommand("only a person can confirm a candidate")
+    return _transition(state, cmd.item_id, {"candidate": "active"})
+
+
+def _dismiss(state: StreamState, cmd: c.DismissCandidate, ctx: Context) -> list[Event]:
+    return _forget(
+        state,
+        c.ForgetMemory(item_id=cmd.item_id, scope=cmd.scope, reason="candidate dismissed"),
+        ctx,
+        candidates_only=True,
+    )
+
+
+def _forget(
+    state: StreamState, cmd: c.ForgetMemory, ctx: Context, candidates_only: bool = False
+) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    if candidates_only and item.status != "candidate":
+        raise Conflict(f"memory {item.item_id} is {item.status}, not a candidate")
+    hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
+    return [
+        MemoryForgotten(
+            item_id=item.item_id,
+            content_hashes=hashes,
+            revisions=len(item.revisions),
+            reason=cmd.reason,
+        )
+    ]
+
+
+_HANDLERS = {
+    c.RememberMemory: _remember,
+    c.CorrectMemory: _correct,
+    c.RestoreRevision: _restore_revision,
+    c.UndoChange: _undo,
+    c.PinMemory: _pin,
+    c.DisableMemory: _disable,
+    c.ArchiveMemory: _archive,
+    c.UnarchiveMemory: _unarchive,
+    c.ConfirmCandidate: _confirm,
+    c.DismissCandidate: _dismiss,
+    c.ForgetMemory: _forget,
+}

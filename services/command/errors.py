@@ -1,0 +1,77 @@
+"""Errors of the command service: one root, small named subclasses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts.envelope import Rejection
+
+
+class CommandServiceError(Exception):
+    """Root of the command service's errors."""
+
+
+class DomainError(CommandServiceError):
+    """Rejects a command: rendered as problem+json or a rejection reply."""
+
+    code = "rejected"
+    status = 422
+    title = "Command rejected"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+    def rejection(self) -> Rejection:
+        return Rejection(
+            code=self.code,
+            status=self.status,
+            title=self.title,
+            detail=self.detail,
+            extra=self.extra,
+        )
+
+
+class InvalidCommand(DomainError):
+    """The command is malformed or breaks a limit."""
+
+    code, status, title = "invalid", 422, "Invalid command"
+
+
+class Unauthenticated(DomainError):
+    """No valid bearer token."""
+
+    code, status, title = "unauthenticated", 401, "Not authenticated"
+
+
+class Forbidden(DomainError):
+    """The token does not allow this."""
+
+    code, status, title = "forbidden", 403, "Forbidden"
+
+
+class NotFound(DomainError):
+    """No such memory in this scope."""
+
+    code, status, title = "not_found", 404, "Memory not found"
+
+
+class Conflict(DomainError):
+    """The base revision is stale, or the item's state does not allow the change."""
+
+    code, status, title = "conflict", 409, "Conflict"
+
+
+class Gone(DomainError):
+    """The memory was forgotten; nothing of it can come back."""
+
+    code, status, title = "forgotten", 410, "Memory forgotten"
+
+
+class TransientError(CommandServiceError):
+    """Retry with backoff (broker or database briefly unavailable)."""
+
+
+class PoisonMessageError(CommandServiceError):
+    """A record that can never be decoded: it goes to the dead-letter topic."""

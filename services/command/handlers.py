@@ -1,0 +1,160 @@
+"""HTTP routes of the command service: decode -> publish -> await the writer's reply."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from contracts import commands as c
+from contracts.envelope import CommandEnvelope, CommandReply
+from engram.auth import ScopeError
+from engram.http import ProblemError, bearer_token, principal_from
+from services.command.adapters.replies import ReplyTimeout
+
+router = APIRouter()
+
+ItemAction = Literal[
+    "correct",
+    "restore-revision",
+    "undo",
+    "pin",
+    "unpin",
+    "disable",
+    "enable",
+    "archive",
+    "unarchive",
+    "confirm",
+    "dismiss",
+    "forget",
+]
+ACTIONS: dict[str, tuple[type[c.Command], dict[str, Any]]] = {
+    "correct": (c.CorrectMemory, {}),
+    "restore-revision": (c.RestoreRevision, {}),
+    "undo": (c.UndoChange, {}),
+    "pin": (c.PinMemory, {"pinned": True}),
+    "unpin": (c.PinMemory, {"pinned": False}),
+    "disable": (c.DisableMemory, {"disabled": True}),
+    "enable": (c.DisableMemory, {"disabled": False}),
+    "archive": (c.ArchiveMemory, {}),
+    "unarchive": (c.UnarchiveMemory, {}),
+    "confirm": (c.ConfirmCandidate, {}),
+    "dismiss": (c.DismissCandidate, {}),
+    "forget": (c.ForgetMemory, {}),
+}
+
+
+class CommandRequest(BaseModel):
+    """Any command by its wire name, for callers that prefer one route."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    command_id: str | None = Field(default=None, min_length=8, max_length=100)
+    payload: dict[str, Any]
+
+
+@router.post("/v1/memories", status_code=201)
+async def remember(request: Request) -> JSONResponse:
+    return await _submit(request, "RememberMemory", await _json(request), created=True)
+
+
+@router.post("/v1/memories/{item_id}/{action}")
+async def item_action(request: Request, item_id: str, action: ItemAction) -> JSONResponse:
+    model, fixed = ACTIONS[action]
+    body = await _json(request, optional=True)
+    return await _submit(request, model.__name__, {**body, **fixed, "item_id": item_id})
+
+
+@router.delete("/v1/memories/{item_id}")
+async def forget(request: Request, item_id: str, scope: str = "private") -> JSONResponse:
+    return await _submit(request, "ForgetMemory", {"item_id": item_id, "scope": scope})
+
+
+@router.post("/v1/commands")
+async def any_command(request: Request, body: CommandRequest) -> JSONResponse:
+    return await _submit(request, body.type, body.payload, command_id=body.command_id)
+
+
+async def _json(request: Request, optional: bool = False) -> dict[str, Any]:
+    raw = await request.body()
+    if optional and not raw:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise ProblemError(
+            422, "Invalid request", f"the body is not JSON: {exc}", "invalid"
+        ) from exc
+    if not isinstance(body, dict):
+        raise ProblemError(422, "Invalid request", "the body must be a JSON object", "invalid")
+    return body
+
+
+async def _submit(
+    request: Request,
+    type_: str,
+    payload: dict[str, Any],
+    *,
+    command_id: str | None = None,
+    created: bool = False,
+) -> JSONResponse:
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    model = c.COMMANDS.get(type_)
+    if model is None:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            f"unknown command type {type_!r}",
+            "invalid",
+            known=sorted(c.COMMANDS),
+        )
+    try:  # validate here too: a bad request never reaches the log
+        command = model.model_validate(payload)
+        stream = principal.stream(command.scope)
+    except ValidationError as exc:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            "the command is invalid",
+            "invalid",
+            errors=[
+                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+            ],
+        ) from exc
+    except ScopeError as exc:
+        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    envelope = CommandEnvelope(
+        command_id=command_id or request.headers.get("idempotency-key") or str(uuid.uuid4()),
+        type=type_,
+        token=bearer_token(request),
+        stream_id=stream,
+        payload=command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope},
+    )
+    try:
+        reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds)
+    except ReplyTimeout as exc:
+        raise ProblemError(
+            504,
+            "No answer in time",
+            "the writer did not answer in time; retry "
+            "with the same Idempotency-Key to get the first answer",
+            "timeout",
+            command_id=envelope.command_id,
+        ) from exc
+    return _response(reply, created)
+
+
+def _response(reply: CommandReply, created: bool) -> JSONResponse:
+    if not reply.ok and reply.rejection is not None:
+        r = reply.rejection
+        raise ProblemError(
+            r.status, r.title, r.detail, r.code, command_id=reply.command_id, **r.extra
+        )
+    body = {"command_id": reply.command_id, **reply.result, "events": reply.events}
+    status = 201 if created and not reply.result.get("duplicate") else 200
+    return JSONResponse(body, status_code=status)

@@ -1,0 +1,140 @@
+"""The writer's decision state for one stream, folded from events by ``evolve``.
+
+It keeps sealed text (never plaintext), so a restore or an undo can re-emit an
+earlier revision without decrypting it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+    Sealed,
+    Status,
+)
+
+
+@dataclass(frozen=True)
+class Revision:
+    content: Sealed
+    title: Sealed | None
+    content_hash: str
+    content_length: int
+
+
+@dataclass
+class Item:
+    item_id: str
+    kind: str
+    status: Status
+    revision: int
+    pinned: bool
+    key: str | None
+    confirmed: bool
+    revisions: dict[int, Revision] = field(default_factory=dict)
+    expires_at: datetime | None = None
+    # What the last change did, so that Undo can reverse exactly that.
+    last_change: tuple[str, Any] | None = None
+
+    @property
+    def current(self) -> Revision:
+        return self.revisions[self.revision]
+
+
+@dataclass
+class StreamState:
+    stream_id: str
+    seq: int = 0
+    generation: int = 0
+    items: dict[str, Item] = field(default_factory=dict)
+    forgotten_hashes: set[str] = field(default_factory=set)
+    # command_id -> the first answer, so a repeated command gets it again.
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def active_by_key(self, key: str) -> Item | None:
+        for item in self.items.values():
+            if item.key == key and item.status == "active":
+                return item
+        return None
+
+
+def touches_active(before: Status | None, after: Status | None) -> bool:
+    """Generations move on every change to active memory (DESIGN §1)."""
+    return "active" in (before, after)
+
+
+def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
+    """Fold one event into the state (mutates; the writer owns its state)."""
+    state.seq = seq
+    before = state.items[event.item_id].status if event.item_id in state.items else None
+    _APPLY[type(event)](state, event)
+    after = state.items[event.item_id].status if event.item_id in state.items else None
+    if touches_active(before, after):
+        state.generation += 1
+    item = state.items[event.item_id]
+    # Several events of one command: the answer is the state after the last.
+    state.results[command_id] = {
+        "item_id": item.item_id,
+        "revision": item.revision,
+        "status": item.status,
+    }
+
+
+def _remembered(state: StreamState, e: MemoryRemembered) -> None:
+    state.items[e.item_id] = Item(
+        item_id=e.item_id,
+        kind=e.kind,
+        status=e.status,
+        revision=e.revision,
+        pinned=e.pinned,
+        key=e.key,
+        confirmed=e.status == "active",
+        expires_at=e.expires_at,
+        revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
+    )
+
+
+def _revised(state: StreamState, e: MemoryRevised) -> None:
+    item = state.items[e.item_id]
+    item.revisions[e.revision] = Revision(e.content, e.title, e.content_hash, e.content_length)
+    item.last_change = ("revision", e.base_revision)
+    item.revision = e.revision
+
+
+def _pinned(state: StreamState, e: MemoryPinned) -> None:
+    item = state.items[e.item_id]
+    item.last_change = ("pinned", item.pinned)
+    item.pinned, item.revision = e.pinned, e.revision
+    item.revisions[e.revision] = item.revisions[e.revision - 1]
+
+
+def _status(state: StreamState, e: MemoryStatusChanged) -> None:
+    item = state.items[e.item_id]
+    item.last_change = ("status", e.previous)
+    item.status, item.revision = e.status, e.revision
+    item.confirmed = item.confirmed or e.status == "active"
+    item.revisions[e.revision] = item.revisions[e.revision - 1]
+
+
+def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
+    item = state.items[e.item_id]
+    state.forgotten_hashes.update(e.content_hashes)
+    # Keep only the tombstone: no sealed text survives in the writer either.
+    item.status, item.revisions, item.last_change = "forgotten", {}, None
+
+
+_APPLY: dict[type[Event], Any] = {
+    MemoryRemembered: _remembered,
+    MemoryRevised: _revised,
+    MemoryPinned: _pinned,
+    MemoryStatusChanged: _status,
+    MemoryForgotten: _forgotten,
+}
