@@ -44,6 +44,8 @@ class RememberMemory(Command):
     user_message: str | None = Field(default=None, max_length=20_000)
     # Saving text that was forgotten before must be meant.
     resave_forgotten: bool = False
+    # Propose only: extraction and suggestions always wait for a person.
+    candidate: bool = False
     # A fact that stops counting at this time (it then counts as expired).
     expires_at: datetime | None = None
 

@@ -74,3 +74,18 @@ async def migrate(dsn: str, owner: str, sql_dir: Path) -> list[str]:
         return await apply_migrations(conn, owner, sql_dir)
     finally:
         await conn.close()
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    """Named queries from a ``.sql`` file: each starts with a ``-- name: <name>`` line."""
+    queries: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in [*path.read_text().splitlines(), "-- name: <end>"]:
+        if line.startswith("-- name:"):
+            if name:
+                queries[name] = "\n".join(lines).strip()
+            name, lines = line.split(":", 1)[1].strip(), []
+        elif name:
+            lines.append(line)
+    return queries

@@ -1,0 +1,73 @@
+"""HTTP bodies of the recall service."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Policy = Literal["hybrid", "preferences_first", "newest_first"]
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query: str = Field(max_length=20_000)
+    run_id: str | None = Field(default=None, max_length=200)
+    use_memory: bool = True  # a run can turn memory off: nothing supplied, nothing recorded
+    policy: Policy | None = None
+    max_items: int | None = Field(default=None, ge=1, le=50)
+    max_chars: int | None = Field(default=None, ge=200, le=32_000)
+
+
+class RecalledItem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    revision: int
+    scope: str
+    kind: str
+    why: list[str]
+    score: float
+
+
+class RecallResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    context_id: str | None
+    generation: str
+    policy: Policy
+    items: list[RecalledItem]
+    packet: str
+    omitted: int = 0
+
+
+class ContextEntry(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    revision: int
+    why: list[str]
+    state: Literal["unchanged", "changed", "forgotten", "unavailable"]
+    current_revision: int | None
+
+
+class ContextResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    context_id: str
+    run_id: str | None
+    query: str
+    generation: str
+    created_at: datetime
+    entries: list[ContextEntry]
+
+
+class GenerationResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    generation: str  # shared:own:expired
+    shared: int
+    own: int
+    expired: int

@@ -1,0 +1,138 @@
+"""A Kafka follower that stores its offsets in Postgres, with the rows it writes.
+
+The tracking record commits in the same transaction as the projection, so a
+crash can never apply a batch without moving the offset, or move it without
+applying. On assignment each partition seeks to its stored offset; the Kafka
+group is used only to share partitions among replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from engram.kafka import dead_letter
+from engram.logging import get_logger
+
+log = get_logger(__name__)
+Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
+BatchHandler = Callable[[asyncpg.Connection, TopicPartition, list[Record]], Awaitable[None]]
+
+
+class PoisonMessageError(Exception):
+    """A record that can never be applied: it goes to the dead-letter topic."""
+
+
+class _Seek(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, follower: TrackedFollower) -> None:
+        self._f = follower
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        async with self._f.lock:  # let the batch in flight finish first
+            log.info("partitions_revoked", partitions=[tp.partition for tp in revoked])
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        stored = await self._f.stored_offsets()
+        for tp in assigned:
+            self._f.consumer.seek(tp, stored.get(tp.partition, 0))
+        log.info(
+            "partitions_assigned",
+            partitions=[tp.partition for tp in assigned],
+            offsets={tp.partition: stored.get(tp.partition, 0) for tp in assigned},
+        )
+
+
+class TrackedFollower:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        pool: asyncpg.Pool,
+        offsets_table: str,
+        service: str,
+        handle: BatchHandler,
+        max_batch: int = 1000,
+    ) -> None:
+        self.lock = asyncio.Lock()
+        self.topic = topic
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            max_poll_records=max_batch,
+        )
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+        self._pool = pool
+        self._table = offsets_table
+        self._group = group_id
+        self._service = service
+        self._handle = handle
+        self._max_batch = max_batch
+        self.applied = 0
+        self.positions: dict[int, int] = {}
+
+    async def stored_offsets(self) -> dict[int, int]:
+        rows = await self._pool.fetch(
+            f"SELECT partition, next_offset FROM {self._table} WHERE consumer = $1 AND topic = $2",
+            self._group,
+            self.topic,
+        )
+        return {r["partition"]: r["next_offset"] for r in rows}
+
+    async def run(self) -> None:
+        await self._producer.start()
+        self.consumer.subscribe([self.topic], listener=_Seek(self))
+        await self.consumer.start()
+        try:
+            while True:
+                batches = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
+                async with self.lock:
+                    for tp, records in batches.items():
+                        await self._apply(tp, records)
+        finally:
+            await self.consumer.stop()
+            await self._producer.stop()
+
+    async def _apply(self, tp: TopicPartition, records: list[Record]) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._handle(conn, tp, records)
+            await conn.execute(
+                f"INSERT INTO {self._table} (consumer, topic, partition, next_offset) "
+                "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
+                "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+                self._group,
+                tp.topic,
+                tp.partition,
+                records[-1].offset + 1,
+            )
+        self.applied += len(records)
+        self.positions[tp.partition] = records[-1].offset + 1
+
+    async def dead_letter(self, record: Record, error: str) -> None:
+        """Publish a poison record with its error before its offset is stored."""
+        topic, key, value = dead_letter(
+            self._service,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
+            error=error,
+        )
+        await self._producer.send_and_wait(topic, value, key=key)
+        log.error(
+            "dead_lettered",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            error=error[:500],
+        )

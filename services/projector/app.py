@@ -1,0 +1,72 @@
+"""Composition root of the projector: events -> read-model tables in Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from contracts import topics
+from engram.crypto import MasterKey, load_master_key
+from engram.db import create_pool, migrate
+from engram.http import install_health, install_problem_handlers
+from engram.keystore import KeyStore, migrate_keystore
+from engram.logging import configure_logging, get_logger
+from engram.service import cancel, supervise
+from engram.settings import CommonSettings
+from engram.tracking import TrackedFollower
+from services.projector.handlers import EventProjector
+from services.projector.settings import ProjectorSettings
+
+SQL_DIR = Path(__file__).parent / "sql"
+log = get_logger(__name__)
+
+
+def create_app(
+    settings: ProjectorSettings | None = None, common: CommonSettings | None = None
+) -> FastAPI:
+    settings = settings or ProjectorSettings()
+    common = common or CommonSettings()
+    configure_logging("projector", common.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate_keystore(common.database_url)
+        await migrate(common.database_url, "projector", SQL_DIR)
+        pool = await create_pool(common.database_url, max_size=4)
+        projector = EventProjector(KeyStore(pool, MasterKey(load_master_key(common))))
+        follower = TrackedFollower(
+            bootstrap=common.kafka_bootstrap_servers,
+            topic=topics.EVENTS,
+            group_id=settings.group_id,
+            pool=pool,
+            offsets_table="projector.offsets",
+            service="projector",
+            handle=projector.handle_batch,
+            max_batch=settings.max_batch,
+        )
+        projector.follower = follower
+        app.state.follower, app.state.projector = follower, projector
+        task = supervise(follower.run(), "projector-follower")
+        log.info("projector_started", port=settings.port)
+        try:
+            yield
+        finally:
+            await cancel(task)
+            await pool.close()
+
+    app = FastAPI(title="Engram projector", lifespan=lifespan)
+    install_problem_handlers(app)
+
+    async def ready() -> dict[str, Any]:
+        return {
+            "applied": app.state.follower.applied,
+            "positions": app.state.follower.positions,
+            "anomalies": app.state.projector.anomalies,
+        }
+
+    install_health(app, ready)
+    return app

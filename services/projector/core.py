@@ -1,0 +1,197 @@
+"""Pure projection: one event (with its opened text) -> the row writes it implies.
+
+No I/O: the adapter decrypts sealed fields first and executes the writes in
+one transaction with the offset. Writes are idempotent by key, so a batch
+replayed after a crash converges to the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.envelope import EventEnvelope
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+)
+
+
+@dataclass(frozen=True)
+class Write:
+    query: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The plaintext of an event's sealed fields; None where the key is gone."""
+
+    content: str | None
+    title: str | None
+
+
+def org_scope(stream_id: str) -> tuple[str, str]:
+    org, _, scope = stream_id.partition("/")
+    return org, scope
+
+
+def revision_of(event: Event) -> int | None:
+    return getattr(event, "revision", None)
+
+
+def touches_active(event: Event, status_before: str | None) -> bool:
+    """Generations move on every change to active memory, as the writer counts them."""
+    if isinstance(event, MemoryRemembered):
+        return event.status == "active"
+    if isinstance(event, MemoryStatusChanged):
+        return "active" in (event.status, event.previous)
+    return status_before == "active"
+
+
+def project(env: EventEnvelope, event: Event, opened: Opened) -> list[Write]:
+    org, scope = org_scope(env.stream_id)
+    actor = json.dumps(env.actor.model_dump(mode="json"))
+    at = env.occurred_at
+    if isinstance(event, MemoryRemembered):
+        return [
+            Write(
+                "insert_item",
+                (
+                    event.item_id,
+                    org,
+                    scope,
+                    env.stream_id,
+                    event.kind,
+                    event.status,
+                    event.key,
+                    opened.title,
+                    opened.content,
+                    event.content_length,
+                    event.pinned,
+                    list(event.tags),
+                    list(event.sources),
+                    event.revision,
+                    event.replaces,
+                    event.expires_at,
+                    actor,
+                    at,
+                ),
+            ),
+            _revision_row(
+                event.item_id,
+                event.revision,
+                org,
+                scope,
+                "remembered",
+                opened,
+                event.content_hash,
+                actor,
+                env,
+            ),
+        ]
+    if isinstance(event, MemoryRevised):
+        return [
+            Write(
+                "revise_item",
+                (
+                    event.item_id,
+                    event.revision,
+                    opened.title,
+                    opened.content,
+                    event.content_length,
+                    at,
+                ),
+            ),
+            _revision_row(
+                event.item_id,
+                event.revision,
+                org,
+                scope,
+                event.reason,
+                opened,
+                event.content_hash,
+                actor,
+                env,
+            ),
+        ]
+    if isinstance(event, MemoryPinned):
+        return [
+            Write("pin_item", (event.item_id, event.revision, event.pinned, at)),
+            Write(
+                "copy_revision",
+                (
+                    event.item_id,
+                    event.revision,
+                    "pinned" if event.pinned else "unpinned",
+                    actor,
+                    env.command_id,
+                    at,
+                ),
+            ),
+        ]
+    if isinstance(event, MemoryStatusChanged):
+        return [
+            Write(
+                "status_item",
+                (event.item_id, event.revision, event.status, event.superseded_by, at),
+            ),
+            Write(
+                "copy_revision",
+                (event.item_id, event.revision, event.status, actor, env.command_id, at),
+            ),
+        ]
+    if isinstance(event, MemoryForgotten):
+        return [
+            Write("forget_item", (event.item_id, at)),
+            Write("forget_revisions", (event.item_id,)),
+            Write(
+                "tombstone",
+                (
+                    event.item_id,
+                    org,
+                    scope,
+                    list(event.content_hashes),
+                    event.revisions,
+                    event.reason,
+                    actor,
+                    env.command_id,
+                    at,
+                ),
+            ),
+        ]
+    raise TypeError(f"no projection for {type(event).__name__}")
+
+
+def _revision_row(
+    item_id: str,
+    revision: int,
+    org: str,
+    scope: str,
+    reason: str,
+    opened: Opened,
+    content_hash: str,
+    actor: str,
+    env: EventEnvelope,
+) -> Write:
+    return Write(
+        "insert_revision",
+        (
+            item_id,
+            revision,
+            org,
+            scope,
+            reason,
+            opened.title,
+            opened.content,
+            content_hash,
+            actor,
+            env.command_id,
+            env.occurred_at,
+        ),
+    )

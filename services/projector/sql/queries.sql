@@ -1,0 +1,74 @@
+-- name: audit
+INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision, actor,
+                          command_id, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT DO NOTHING
+RETURNING event_id
+
+-- name: audit_at
+SELECT event_id FROM memory.audit WHERE stream_id = $1 AND seq = $2
+
+-- name: heads
+SELECT stream_id, seq FROM projector.stream_heads WHERE stream_id = ANY($1)
+
+-- name: set_head
+INSERT INTO projector.stream_heads (stream_id, seq) VALUES ($1, $2)
+ON CONFLICT (stream_id) DO UPDATE SET seq = GREATEST(projector.stream_heads.seq, EXCLUDED.seq)
+
+-- name: anomaly
+INSERT INTO projector.anomalies (kind, stream_id, expected, got, event_id, topic, partition, "offset")
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+
+-- name: bump_generation
+INSERT INTO memory.generations (org, scope, generation) VALUES ($1, $2, 1)
+ON CONFLICT (org, scope) DO UPDATE SET generation = memory.generations.generation + 1
+
+-- name: status_of
+SELECT status FROM memory.items WHERE item_id = $1
+
+-- name: insert_item
+INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, key, title, content,
+                          content_length, pinned, tags, sources, revision, replaces, expires_at,
+                          created_by, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
+ON CONFLICT (item_id) DO NOTHING
+
+-- name: insert_revision
+INSERT INTO memory.revisions (item_id, revision, org, scope, reason, title, content, content_hash,
+                              actor, command_id, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (item_id, revision) DO NOTHING
+
+-- name: copy_revision
+INSERT INTO memory.revisions (item_id, revision, org, scope, reason, title, content, content_hash,
+                              actor, command_id, occurred_at)
+SELECT item_id, $2, org, scope, $3, title, content, content_hash, $4, $5, $6
+FROM memory.revisions WHERE item_id = $1 AND revision = $2 - 1
+ON CONFLICT (item_id, revision) DO NOTHING
+
+-- name: revise_item
+UPDATE memory.items SET revision = $2, title = $3, content = $4, content_length = $5,
+                        updated_at = $6
+WHERE item_id = $1
+
+-- name: pin_item
+UPDATE memory.items SET revision = $2, pinned = $3, updated_at = $4 WHERE item_id = $1
+
+-- name: status_item
+UPDATE memory.items SET revision = $2, status = $3, superseded_by = $4, updated_at = $5
+WHERE item_id = $1
+
+-- name: forget_item
+UPDATE memory.items SET status = 'forgotten', title = NULL, content = NULL, key = NULL,
+                        tags = '{}', sources = '{}', pinned = false, updated_at = $2
+WHERE item_id = $1
+
+-- name: forget_revisions
+UPDATE memory.revisions SET title = NULL, content = NULL WHERE item_id = $1
+
+-- name: tombstone
+INSERT INTO memory.tombstones (item_id, org, scope, content_hashes, revisions, reason, actor,
+                              command_id, forgotten_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (item_id) DO NOTHING
+

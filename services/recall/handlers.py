@@ -1,0 +1,117 @@
+"""HTTP routes of the recall service: token -> store/core -> response."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from contracts.recall import (
+    ContextEntry,
+    ContextResponse,
+    GenerationResponse,
+    RecallRequest,
+    RecallResponse,
+)
+from engram.http import ProblemError, principal_from
+from services.recall.packets import generation_text, recall
+
+router = APIRouter()
+Status = Literal["active", "disabled", "archived", "candidate"]
+
+
+@router.post("/v1/recall")
+async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
+    app = request.app.state
+    return await recall(app.store, principal_from(request, app.verifier), body, app.settings)
+
+
+@router.get("/v1/generation")
+async def generation(request: Request) -> GenerationResponse:
+    app = request.app.state
+    gen = await app.store.generation(principal_from(request, app.verifier))
+    return GenerationResponse(generation=generation_text(gen), **gen)
+
+
+@router.get("/v1/contexts/{context_id}")
+async def context(request: Request, context_id: str) -> ContextResponse:
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    row = await app.store.context(principal, context_id)
+    if row is None:
+        raise ProblemError(404, "Context not found", f"no memory context {context_id}", "not_found")
+    given = json.loads(row["entries"])
+    now = await app.store.current_of(principal, [e["item_id"] for e in given])
+    return ContextResponse(
+        context_id=str(row["context_id"]),
+        run_id=row["run_id"],
+        query=row["query"],
+        generation=row["generation"],
+        created_at=row["created_at"],
+        entries=[_entry(e, now.get(e["item_id"])) for e in given],
+    )
+
+
+def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
+    if current is None or current["status"] == "forgotten":
+        state, revision = "forgotten", None
+    else:
+        revision = current["revision"]
+        state = (
+            "unavailable"
+            if current["status"] != "active"
+            else "changed"
+            if revision != given["revision"]
+            else "unchanged"
+        )
+    return ContextEntry(
+        id=given["item_id"],
+        revision=given["revision"],
+        why=given["why"],
+        state=state,
+        current_revision=revision,
+    )  # type: ignore[arg-type]
+
+
+@router.get("/v1/memories/{item_id}")
+async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
+    app = request.app.state
+    row = await app.store.get_item(principal_from(request, app.verifier), item_id)
+    if row is None:
+        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+    return dict(row)
+
+
+@router.get("/v1/memories")
+async def list_memories(
+    request: Request,
+    status: Status = "active",
+    limit: int = Query(20, ge=1, le=100),
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """Newest first, a page at a time; ``cursor`` is the ``next`` of the previous page."""
+    app = request.app.state
+    before, before_id = _cursor(cursor)
+    rows = await app.store.list_items(
+        principal_from(request, app.verifier), [status], before, before_id, limit
+    )
+    items = [dict(r) for r in rows]
+    last = items[-1] if len(items) == limit else None
+    return {
+        "memories": items,
+        "next": f"{last['updated_at'].isoformat()}|{last['item_id']}" if last else None,
+    }
+
+
+def _cursor(cursor: str | None) -> tuple[datetime | None, str]:
+    if not cursor:
+        return None, ""
+    stamp, _, item_id = cursor.partition("|")
+    try:
+        return datetime.fromisoformat(stamp), item_id
+    except ValueError as exc:
+        raise ProblemError(
+            422, "Invalid cursor", "use the `next` value of a previous page", "invalid"
+        ) from exc

@@ -1,0 +1,78 @@
+"""Assembling a packet under a policy: which lists to fetch, then the pure core."""
+
+from __future__ import annotations
+
+from contracts.recall import Policy, RecalledItem, RecallRequest, RecallResponse
+from engram.auth import Principal
+from services.recall.adapters.store import RecallStore
+from services.recall.core import Ranked, build_packet, fuse, or_query
+from services.recall.settings import RecallSettings
+
+
+def generation_text(gen: dict[str, int]) -> str:
+    return f"{gen['shared']}:{gen['own']}:{gen['expired']}"
+
+
+async def rank(
+    store: RecallStore, p: Principal, req: RecallRequest, policy: Policy, settings: RecallSettings
+) -> tuple[list[Ranked], int, bool]:
+    """Entries in packet order, the character budget, and whether to stop at a misfit."""
+    top = req.max_items or settings.packet_items
+    chars = req.max_chars or settings.packet_chars
+    if policy == "newest_first":  # seed 002: newest first, 8,000 characters
+        newest = await store.listing("newest", p, 500)
+        return fuse({"newest": newest}, [], len(newest)), req.max_chars or 8000, True
+    text = await store.full_text(p, or_query(req.query), settings.full_text_top)
+    pinned = await store.listing("pinned", p, top)
+    if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
+        prefs = await store.listing("preferences", p, top)
+        lists = {"preference": prefs, "full_text": text}
+        ranked = fuse(lists, pinned, 10_000)
+        always = [r for r in ranked if r.item.pinned or r.item.kind == "preference"]
+        rest = [r for r in ranked if r not in always]
+        return (always + rest)[:top], chars, True
+    return fuse({"full_text": text}, pinned, top), chars, True
+
+
+async def recall(
+    store: RecallStore,
+    p: Principal,
+    req: RecallRequest,
+    settings: RecallSettings,
+    default_policy: Policy = "hybrid",
+) -> RecallResponse:
+    generation = generation_text(await store.generation(p))
+    policy = req.policy or default_policy
+    if not req.use_memory:  # memory off: nothing supplied, nothing recorded
+        return RecallResponse(
+            context_id=None, generation=generation, policy=policy, items=[], packet=""
+        )
+    entries, chars, stop = await rank(store, p, req, policy, settings)
+    packet = build_packet(entries, chars, stop_at_first_misfit=stop)
+    items = [
+        RecalledItem(
+            id=e.item.item_id,
+            revision=e.item.revision,
+            scope=e.item.scope,
+            kind=e.item.kind,
+            why=e.why,
+            score=round(e.score, 6),
+        )
+        for e in packet.entries
+    ]
+    context_id = await store.save_context(
+        p,
+        req.run_id,
+        req.query,
+        policy,
+        generation,
+        [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
+    )
+    return RecallResponse(
+        context_id=context_id,
+        generation=generation,
+        policy=policy,
+        items=items,
+        packet=packet.text,
+        omitted=packet.omitted,
+    )

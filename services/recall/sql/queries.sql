@@ -1,0 +1,74 @@
+-- name: full_text
+SELECT item_id, revision, scope, kind, title, content, pinned,
+       extract(epoch FROM updated_at) AS updated_at,
+       ts_rank_cd(tsv, q) AS rank
+FROM memory.items, to_tsquery('english', $3) AS q
+WHERE org = $1 AND scope = ANY($2) AND status = 'active'
+  AND (expires_at IS NULL OR expires_at > now())
+  AND tsv @@ q
+ORDER BY rank DESC, updated_at DESC
+LIMIT $4
+
+-- name: pinned
+SELECT item_id, revision, scope, kind, title, content, pinned,
+       extract(epoch FROM updated_at) AS updated_at
+FROM memory.items
+WHERE org = $1 AND scope = ANY($2) AND status = 'active' AND pinned
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY updated_at DESC
+LIMIT $3
+
+-- name: generation
+SELECT coalesce((SELECT generation FROM memory.generations WHERE org = $1 AND scope = 'shared'), 0)
+           AS shared,
+       coalesce((SELECT generation FROM memory.generations WHERE org = $1 AND scope = $2), 0)
+           AS own,
+       (SELECT count(*) FROM memory.items
+         WHERE org = $1 AND scope = $2 AND status = 'active' AND expires_at <= now()) AS expired
+
+-- name: save_context
+INSERT INTO recall.memory_contexts (context_id, org, member, run_id, query, policy, generation,
+                                    entries)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+
+-- name: context
+SELECT c.context_id, c.run_id, c.query, c.policy, c.generation, c.created_at, c.entries
+FROM recall.memory_contexts c
+WHERE c.context_id = $1 AND c.org = $2 AND c.member = $3
+
+-- name: current_of
+SELECT item_id, revision, status FROM memory.items WHERE item_id = ANY($1) AND org = $2
+
+-- name: get_item
+SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags, sources,
+       superseded_by, created_at, updated_at
+FROM memory.items
+WHERE item_id = $1 AND org = $2 AND scope = ANY($3)
+  AND status IN ('active', 'disabled', 'archived', 'candidate')
+
+-- name: list_items
+SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags,
+       updated_at
+FROM memory.items
+WHERE org = $1 AND scope = ANY($2) AND status = ANY($3)
+  AND ($4::timestamptz IS NULL OR (updated_at, item_id) < ($4, $5))
+ORDER BY updated_at DESC, item_id DESC
+LIMIT $6
+
+-- name: preferences
+SELECT item_id, revision, scope, kind, title, content, pinned,
+       extract(epoch FROM updated_at) AS updated_at
+FROM memory.items
+WHERE org = $1 AND scope = ANY($2) AND status = 'active' AND kind = 'preference'
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY updated_at DESC
+LIMIT $3
+
+-- name: newest
+SELECT item_id, revision, scope, kind, title, content, pinned,
+       extract(epoch FROM updated_at) AS updated_at
+FROM memory.items
+WHERE org = $1 AND scope = ANY($2) AND status = 'active'
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY updated_at DESC
+LIMIT $3
