@@ -52,7 +52,6 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     )
-    )
     existing = state.active_by_key(cmd.key) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         return [_revision(existing, cmd.content, cmd.title, ctx, "corrected")]
