@@ -75,14 +75,17 @@ def _check_partitions(described: list[dict[str, Any]], partitions: int) -> None:
         log.warning("partition_count_differs", configured=partitions, actual=counts)
 
 
-async def events_partitions(bootstrap: str) -> int:
+async def partition_count(bootstrap: str, topic: str) -> int:
+    """Partitions of a topic; fails clearly when the set-up step has not created it."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        [described] = await admin.describe_topics(["engram.events"])
-        return len(described["partitions"])
+        [described] = await admin.describe_topics([topic])
     finally:
         await admin.close()
+    if not described["partitions"]:
+        raise RuntimeError(f"topic {topic} is missing: run `engram setup` first")
+    return len(described["partitions"])
 
 
 def dead_letter(

@@ -9,11 +9,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from contracts import topics
 from engram.auth import TokenVerifier
 from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate
 from engram.http import install_health, install_problem_handlers
-from engram.kafka import events_partitions
+from engram.kafka import partition_count
 from engram.keystore import KeyStore, migrate_keystore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
@@ -43,7 +44,7 @@ def create_app(
         pool = await create_pool(common.database_url, max_size=8)
         keystore = KeyStore(pool, MasterKey(load_master_key(common)))
         verifier = TokenVerifier(common)
-        partitions = await events_partitions(common.kafka_bootstrap_servers)
+        partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
 
         def make_writer(partition: int) -> PartitionWriter:

@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
+from engram.kafka import partition_count
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -24,6 +25,7 @@ class ReplyTimeout(Exception):
 
 class CommandGateway:
     def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True
         )
@@ -39,11 +41,8 @@ class CommandGateway:
     async def start(self) -> None:
         await self._producer.start()
         await self._consumer.start()
-        await self._consumer.topics()  # fetches cluster metadata
-        parts = self._consumer.partitions_for_topic(topics.REPLIES)
-        if not parts:
-            raise RuntimeError(f"topic {topics.REPLIES} is missing: run `engram setup` first")
-        tps = [TopicPartition(topics.REPLIES, p) for p in sorted(parts)]
+        parts = range(await partition_count(self._bootstrap, topics.REPLIES))
+        tps = [TopicPartition(topics.REPLIES, p) for p in parts]
         self._consumer.assign(tps)
         await self._consumer.seek_to_end(*tps)
         for tp in tps:  # resolve the end positions now, before any command is sent

@@ -1,0 +1,117 @@
+"""``engram``: the operator's command line.
+
+engram up            Kafka + Postgres + set-up + the five services
+engram down          stop everything (``--wipe`` deletes data)
+engram status        each part, healthy or not
+engram setup         topics and migrations only
+engram token         mint a development token
+engram demo          remember something, recall it, print the packet
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from engram.auth import dev_secret, mint_token
+from engram.devstack import DevstackError, stack
+from engram.devstack.cli import dev_app, status_table
+from engram.settings import CommonSettings
+from engram.setup import setup as run_setup
+
+app = typer.Typer(help="Engram: event-sourced memory for AI agents.", no_args_is_help=True)
+app.add_typer(dev_app, name="dev")
+console = Console()
+err = Console(stderr=True)
+
+
+def _progress(message: str) -> None:
+    err.print(f"[dim]•[/dim] {message}", highlight=False)
+
+
+@app.command()
+def setup() -> None:
+    """Create the topics and apply every service's migrations (idempotent)."""
+    report = asyncio.run(run_setup(CommonSettings()))
+    console.print(f"topics created: {report.topics_created or 'none (all present)'}")
+    for owner, files in report.migrations.items():
+        console.print(f"{owner}: {', '.join(files) if files else 'up to date'}")
+
+
+@app.command()
+def up(
+    state_dir: Path | None = typer.Option(None, "--state-dir"),
+    services: bool = typer.Option(True, "--services/--no-services"),
+) -> None:
+    """Start Kafka and Postgres, run the set-up step, then the five services."""
+    try:
+        settings = stack.up_infra(state_dir, progress=_progress)
+        for key, value in settings.items():
+            console.print(f"{key}={value}", highlight=False)
+        setup()
+        if services:
+            stack.start_services(state_dir, ensure_infra=False, progress=_progress)
+    except DevstackError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    status(state_dir)
+
+
+@app.command()
+def down(
+    state_dir: Path | None = typer.Option(None, "--state-dir"),
+    wipe: bool = typer.Option(False, "--wipe"),
+) -> None:
+    """Stop the services, Kafka and Postgres."""
+    stack.down(state_dir, wipe=wipe, progress=_progress)
+
+
+@app.command()
+def status(state_dir: Path | None = typer.Option(None, "--state-dir")) -> None:
+    """Show each part of the stack; exit 1 if a running part is unhealthy."""
+    parts = stack.status(state_dir)
+    console.print(status_table(parts))
+    if not stack.status_ok(parts):
+        raise typer.Exit(1)
+
+
+@app.command()
+def token(
+    org: str = typer.Option("demo"),
+    member: str = typer.Option("ana"),
+    agent: str | None = None,
+    session: str | None = None,
+    project: str | None = None,
+    role: list[str] = typer.Option([], "--role"),
+    ttl: int = 3600,
+) -> None:
+    """Mint a development token (HS256, the dev secret in the state folder)."""
+    print(
+        mint_token(
+            dev_secret(),
+            org=org,
+            member=member,
+            agent=agent,
+            session=session,
+            project=project,
+            roles=tuple(role),
+            ttl_seconds=ttl,
+        )
+    )
+
+
+@app.command()
+def demo(
+    command_url: str = "http://127.0.0.1:8081", recall_url: str = "http://127.0.0.1:8085"
+) -> None:
+    """Remember a fact over HTTP, wait until recall finds it, print the packet."""
+    from engram.demo import run_demo
+
+    raise typer.Exit(asyncio.run(run_demo(command_url, recall_url, console)))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,35 @@
+"""The set-up step: topics with their partition counts and retention, and every
+service's migrations, in dependency order (the read models before their readers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engram.db import migrate
+from engram.kafka import ensure_topics
+from engram.keystore import migrate_keystore
+from engram.settings import REPO_ROOT, CommonSettings
+
+# The projector's memory.* tables come before the services that read them.
+MIGRATION_ORDER = ("projector", "command", "recall", "indexer", "extractor")
+
+
+@dataclass(frozen=True)
+class SetupReport:
+    topics_created: list[str]
+    migrations: dict[str, list[str]]
+
+
+def service_sql_dirs() -> list[tuple[str, Path]]:
+    dirs = [(name, REPO_ROOT / "services" / name / "sql") for name in MIGRATION_ORDER]
+    return [(name, path) for name, path in dirs if path.is_dir()]
+
+
+async def setup(common: CommonSettings) -> SetupReport:
+    created = await ensure_topics(common.kafka_bootstrap_servers, common.partitions)
+    await migrate_keystore(common.database_url)
+    applied = {
+        name: await migrate(common.database_url, name, path) for name, path in service_sql_dirs()
+    }
+    return SetupReport(created, applied)
