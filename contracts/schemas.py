@@ -1,0 +1,60 @@
+"""JSON Schema of every message, checked in under ``contracts/schemas/``.
+
+Regenerate with ``python -m contracts.schemas``; a test fails when the checked-in
+files are stale, so the schemas other teams read always match the code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from contracts import envelope, recall
+from contracts.commands import COMMANDS
+from contracts.events import EVENTS
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+
+def messages() -> dict[str, type[BaseModel]]:
+    found: dict[str, type[BaseModel]] = {
+        "CommandEnvelope": envelope.CommandEnvelope,
+        "EventEnvelope": envelope.EventEnvelope,
+        "CommandReply": envelope.CommandReply,
+        "RecallRequest": recall.RecallRequest,
+        "RecallResponse": recall.RecallResponse,
+        "ContextResponse": recall.ContextResponse,
+        "GenerationResponse": recall.GenerationResponse,
+    }
+    found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
+    found |= {f"events.{name}": model for name, model in EVENTS.items()}
+    try:
+        from contracts.conversations import ConversationTurn
+    except ImportError:  # the extractor's contract may not exist yet
+        pass
+    else:
+        found["ConversationTurn"] = ConversationTurn
+    return found
+
+
+def rendered() -> dict[str, str]:
+    return {f"{name}.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+            for name, model in sorted(messages().items())}
+
+
+def write(directory: Path = SCHEMA_DIR) -> list[str]:
+    directory.mkdir(exist_ok=True)
+    files = rendered()
+    for stale in set(p.name for p in directory.glob("*.json")) - set(files):
+        (directory / stale).unlink()
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return sorted(files)
+
+
+if __name__ == "__main__":
+    written = write()
+    sys.stdout.write(f"wrote {len(written)} schemas to {SCHEMA_DIR}\n")

@@ -1,0 +1,29 @@
+"""Helpers for the decision core's tests: a deterministic context."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from datetime import UTC, datetime
+
+from contracts.events import Sealed
+from services.command.core import Context
+
+_ids = itertools.count(1)
+
+
+def plain_seal(item_id: str, text: str) -> Sealed:
+    """A transparent 'seal' so tests can see which text an event carries."""
+    return Sealed(key_id=item_id, nonce="", ciphertext=base64.b64encode(text.encode()).decode())
+
+
+def unseal(sealed: Sealed) -> str:
+    return base64.b64decode(sealed.ciphertext).decode()
+
+
+def make_context(scope: str = "member:ana", is_agent: bool = False) -> Context:
+    counter = itertools.count(1)
+    prefix = next(_ids)
+    return Context(scope=scope, is_agent=is_agent, now=datetime(2026, 1, 1, tzinfo=UTC),
+                   new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
+                   content_hash=lambda text: f"h:{' '.join(text.lower().split())}")

@@ -1,0 +1,48 @@
+"""The contracts are the single source of truth: schemas fresh, keys co-partitioned."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+from pydantic import ValidationError
+
+from contracts import schemas, topics
+from contracts.commands import RememberMemory
+from contracts.envelope import CommandEnvelope, EventEnvelope
+
+
+def test_checked_in_json_schemas_are_current() -> None:
+    on_disk = {p.name: p.read_text() for p in schemas.SCHEMA_DIR.glob("*.json")}
+    assert on_disk == schemas.rendered(), "run `python -m contracts.schemas` and commit"
+
+
+@pytest.mark.parametrize("key", ["acme/shared", "acme/member:ana", "x/session:42", "ü/ß"])
+def test_partition_rule_matches_the_kafka_default_partitioner(key: str) -> None:
+    parts = list(range(8))
+    assert topics.partition_for(key, 8) == DefaultPartitioner()(key.encode(), parts, parts)
+
+
+def test_events_are_kept_forever_and_commands_and_events_are_co_partitioned() -> None:
+    specs = {s.name: s for s in topics.topic_specs(6)}
+    assert specs[topics.EVENTS].retention_ms == -1
+    assert specs[topics.COMMANDS].partitions == specs[topics.EVENTS].partitions == 6
+    assert topics.dead_letter_topic("projector") in specs
+
+
+def test_commands_forbid_unknown_fields_and_events_tolerate_them() -> None:
+    with pytest.raises(ValidationError):
+        RememberMemory.model_validate({"content": "x", "org": "other"})
+    with pytest.raises(ValidationError):
+        CommandEnvelope.model_validate({"command_id": "c" * 10, "type": "T", "token": "t",
+                                        "stream_id": "o/shared", "payload": {}, "extra": 1})
+    env = EventEnvelope.model_validate({
+        "event_id": "e", "type": "T", "stream_id": "o/shared", "seq": 1, "command_id": "c",
+        "occurred_at": "2026-01-01T00:00:00Z", "actor": {"org": "o", "member": "m"},
+        "payload": {}, "added_later": True})
+    assert env.seq == 1
+
+
+def test_memories_are_limited_to_4000_characters() -> None:
+    RememberMemory(content="x" * 4000)
+    with pytest.raises(ValidationError, match="4000"):
+        RememberMemory(content="x" * 4001)

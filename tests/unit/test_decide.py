@@ -1,0 +1,158 @@
+"""The decision core: given events, when a command, then events or an error."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import commands as c
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+)
+from services.command.core import Context, decide
+from services.command.errors import Conflict, Gone, InvalidCommand, NotFound
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context, unseal
+
+
+def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
+    events = decide(state, cmd, ctx or make_context())
+    for event in events:
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
+    return events
+
+
+def remembered(state: StreamState, text: str = "The trip budget is 1500 EUR.", **kw: object
+               ) -> str:
+    [event] = run(state, c.RememberMemory(content=text, **kw))  # type: ignore[arg-type]
+    return event.item_id
+
+
+def test_remember_by_a_person_is_active_at_revision_one_with_sealed_text() -> None:
+    state = StreamState("acme/member:ana")
+    [event] = run(state, c.RememberMemory(content="I like tea", kind="preference", pinned=True))
+    assert isinstance(event, MemoryRemembered)
+    assert (event.status, event.revision, event.kind, event.pinned) == ("active", 1,
+                                                                        "preference", True)
+    assert unseal(event.content) == "I like tea"
+    assert state.generation == 1
+
+
+def test_correct_on_the_current_revision_writes_the_next_revision() -> None:
+    state = StreamState("s")
+    item = remembered(state)
+    [event] = run(state, c.CorrectMemory(item_id=item, base_revision=1, content="1600 EUR"))
+    assert isinstance(event, MemoryRevised)
+    assert (event.revision, event.base_revision, event.reason) == (2, 1, "corrected")
+
+
+def test_a_stale_base_conflicts_names_the_current_revision_and_returns_the_text() -> None:
+    state = StreamState("s")
+    item = remembered(state)
+    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="first"))
+    with pytest.raises(Conflict) as err:
+        run(state, c.CorrectMemory(item_id=item, base_revision=1, content="my unsaved text"))
+    assert err.value.extra["current_revision"] == 2
+    assert err.value.extra["content"] == "my unsaved text"
+
+
+def test_restore_revision_and_undo_bring_back_earlier_text_as_new_revisions() -> None:
+    state = StreamState("s")
+    item = remembered(state, "v1")
+    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="v2"))
+    [restored] = run(state, c.RestoreRevision(item_id=item, base_revision=2, revision=1))
+    assert isinstance(restored, MemoryRevised)
+    assert (restored.revision, unseal(restored.content), restored.reason) == (3, "v1", "restored")
+    [undone] = run(state, c.UndoChange(item_id=item, base_revision=3))
+    assert isinstance(undone, MemoryRevised)
+    assert (undone.revision, unseal(undone.content), undone.reason) == (4, "v2", "undone")
+    with pytest.raises(Conflict):
+        run(state, c.UndoChange(item_id=item, base_revision=3))
+
+
+def test_pin_disable_archive_and_restore_each_write_a_revision() -> None:
+    state = StreamState("s")
+    item = remembered(state)
+    other = remembered(state, "The budget is now 2000 EUR.")
+    assert isinstance(run(state, c.PinMemory(item_id=item))[0], MemoryPinned)
+    assert run(state, c.PinMemory(item_id=item)) == []  # already pinned: nothing to write
+    [disabled] = run(state, c.DisableMemory(item_id=item))
+    assert isinstance(disabled, MemoryStatusChanged) and disabled.status == "disabled"
+    run(state, c.DisableMemory(item_id=item, disabled=False))
+    [archived] = run(state, c.ArchiveMemory(item_id=item, superseded_by=other))
+    assert isinstance(archived, MemoryStatusChanged)
+    assert (archived.status, archived.superseded_by) == ("archived", other)
+    run(state, c.UnarchiveMemory(item_id=item))
+    assert (state.items[item].status, state.items[item].revision) == ("active", 6)
+
+
+def test_forget_is_terminal_keeps_hashes_and_refuses_an_accidental_resave() -> None:
+    state = StreamState("s")
+    item = remembered(state, "secret plan")
+    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="secret plan B"))
+    [forgotten] = run(state, c.ForgetMemory(item_id=item))
+    assert isinstance(forgotten, MemoryForgotten)
+    assert forgotten.revisions == 2 and len(forgotten.content_hashes) == 2
+    assert state.items[item].revisions == {}
+    for cmd in (c.UnarchiveMemory(item_id=item), c.RestoreRevision(item_id=item,
+                base_revision=2, revision=1), c.ForgetMemory(item_id=item)):
+        with pytest.raises(Gone):
+            run(state, cmd)
+    with pytest.raises(Conflict, match="forgotten before"):
+        run(state, c.RememberMemory(content="Secret  plan"))
+    assert isinstance(run(state, c.RememberMemory(content="secret plan",
+                                                  resave_forgotten=True))[0], MemoryRemembered)
+
+
+def test_unknown_items_are_not_found() -> None:
+    with pytest.raises(NotFound):
+        run(StreamState("s"), c.PinMemory(item_id="nope"))
+
+
+def test_an_agent_save_without_the_users_request_is_a_candidate() -> None:
+    state = StreamState("s")
+    agent = make_context(is_agent=True)
+    [event] = run(state, c.RememberMemory(content="Ana likes tea",
+                                          user_message="what should I drink?"), agent)
+    assert isinstance(event, MemoryRemembered) and event.status == "candidate"
+    assert state.generation == 0  # candidates are not active memory
+    [event] = run(state, c.RememberMemory(content="Ana likes tea",
+                                          user_message="Please remember: Ana likes tea"), agent)
+    assert isinstance(event, MemoryRemembered) and event.status == "active"
+
+
+def test_only_a_person_confirms_and_a_candidate_can_be_dismissed() -> None:
+    state = StreamState("s")
+    item = remembered(state, candidate=True)
+    with pytest.raises(InvalidCommand):
+        run(state, c.ConfirmCandidate(item_id=item), make_context(is_agent=True))
+    [confirmed] = run(state, c.ConfirmCandidate(item_id=item))
+    assert isinstance(confirmed, MemoryStatusChanged) and confirmed.status == "active"
+    other = remembered(state, "another guess", candidate=True)
+    assert isinstance(run(state, c.DismissCandidate(item_id=other))[0], MemoryForgotten)
+    with pytest.raises(Conflict):
+        run(state, c.DismissCandidate(item_id=item))
+
+
+def test_an_inference_never_replaces_a_confirmed_fact() -> None:
+    state = StreamState("s")
+    item = remembered(state, "The budget is 1500 EUR.", key="budget")
+    agent = make_context(is_agent=True)
+    [guess] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
+                                         content="The budget is 900 EUR."), agent)
+    assert isinstance(guess, MemoryRemembered)
+    assert (guess.status, guess.replaces) == ("candidate", item)
+    [keyed] = run(state, c.RememberMemory(content="budget 800", key="budget"), agent)
+    assert isinstance(keyed, MemoryRemembered) and keyed.status == "candidate"
+    assert state.items[item].revision == 1
+
+
+def test_a_confirmed_remember_with_a_known_key_revises_that_fact() -> None:
+    state = StreamState("s")
+    item = remembered(state, "The budget is 1500 EUR.", key="budget")
+    [event] = run(state, c.RememberMemory(content="The budget is 1600 EUR.", key="budget"))
+    assert isinstance(event, MemoryRevised) and event.item_id == item
