@@ -1,0 +1,88 @@
+"""Invariants of decide/evolve over random command sequences (hypothesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts import commands as c
+from contracts.events import MemoryRemembered, MemoryStatusChanged
+from services.command.core import decide
+from services.command.errors import Conflict, DomainError
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context
+
+TEXTS = st.sampled_from(["tea", "coffee", "budget 1500", "budget 1600", "run tests first"])
+SLOT = st.integers(min_value=0, max_value=3)  # which known item a command targets
+
+
+@st.composite
+def steps(draw: Any) -> tuple[str, dict[str, Any]]:
+    kind = draw(st.sampled_from(["remember", "correct", "restore", "undo", "pin", "disable",
+                                 "archive", "unarchive", "confirm", "forget"]))
+    return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
+                  "stale": draw(st.booleans()), "flag": draw(st.booleans())}
+
+
+def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState) -> c.Command:
+    current = state.items[item_id].revision if item_id in state.items else 1
+    base = current - 1 if a["stale"] and current > 1 else current
+    return {
+        "remember": lambda: c.RememberMemory(content=a["text"], candidate=a["flag"],
+                                             resave_forgotten=True),
+        "correct": lambda: c.CorrectMemory(item_id=item_id, base_revision=base,
+                                           content=a["text"]),
+        "restore": lambda: c.RestoreRevision(item_id=item_id, base_revision=base, revision=1),
+        "undo": lambda: c.UndoChange(item_id=item_id, base_revision=base),
+        "pin": lambda: c.PinMemory(item_id=item_id, pinned=a["flag"]),
+        "disable": lambda: c.DisableMemory(item_id=item_id, disabled=a["flag"]),
+        "archive": lambda: c.ArchiveMemory(item_id=item_id),
+        "unarchive": lambda: c.UnarchiveMemory(item_id=item_id),
+        "confirm": lambda: c.ConfirmCandidate(item_id=item_id),
+        "forget": lambda: c.ForgetMemory(item_id=item_id),
+    }[kind]()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(steps(), min_size=1, max_size=40))
+def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
+    state = StreamState("acme/member:ana")
+    ids: list[str] = []
+    seq = 0
+    for kind, a in sequence:
+        item_id = ids[a["slot"] % len(ids)] if ids else "missing"
+        before = state.items[item_id] if item_id in state.items else None
+        before_rev, before_status = (before.revision, before.status) if before else (0, None)
+        cmd = build(kind, a, item_id, state)
+        ctx = make_context(is_agent=a["agent"])
+        try:
+            events = decide(state, cmd, ctx)
+        except Conflict as exc:
+            if "base_revision" in exc.extra:
+                assert exc.extra["base_revision"] != before_rev
+            continue
+        except DomainError:
+            continue
+        stale = getattr(cmd, "base_revision", None)
+        # Stale bases always conflict: no event was decided on an old revision.
+        assert stale is None or stale == before_rev
+        for event in events:
+            seq += 1
+            evolve(state, seq, f"c{seq}", event)
+            if isinstance(event, MemoryRemembered):
+                ids.append(event.item_id)
+                continue
+            item = state.items[event.item_id]
+            if item.status != "forgotten":
+                assert item.revision == before_rev + 1  # revisions increase by exactly one
+            if isinstance(event, MemoryStatusChanged) and before_status == "candidate":
+                # A candidate becomes active only by a person's confirm.
+                assert item.status != "active" or (kind == "confirm" and not a["agent"])
+        assert state.seq == seq
+        for item in state.items.values():
+            if item.status == "forgotten":  # no sealed text of it survives anywhere
+                assert item.revisions == {} and item.last_change is None
+            if not item.confirmed:
+                assert item.status in ("candidate", "forgotten")
