@@ -87,3 +87,38 @@ def open_sealed(sealed: Sealed, data_key: bytes) -> str:
     except InvalidTag as exc:
         raise ValueError(f"sealed field under key {sealed.key_id} does not authenticate") from exc
     return plain.decode()
+
+
+# Command fields that carry a person's text. The HTTP gateway seals them before
+# the command touches Kafka, so a forget also shreds the command's copy.
+SENSITIVE_FIELDS = ("content", "title", "user_message")
+
+
+def seal_payload(payload: dict[str, object], key_id: str, data_key: bytes) -> dict[str, object]:
+    sealed = dict(payload)
+    for name in SENSITIVE_FIELDS:
+        value = payload.get(name)
+        if isinstance(value, str):
+            sealed[name] = seal(key_id, data_key, value).model_dump()
+    return sealed
+
+
+def sealed_key_ids(payload: dict[str, object]) -> set[str]:
+    return {
+        v["key_id"]
+        for n in SENSITIVE_FIELDS
+        if isinstance(v := payload.get(n), dict) and isinstance(v.get("key_id"), str)
+    }
+
+
+def open_payload(payload: dict[str, object], keys: dict[str, bytes]) -> dict[str, object]:
+    """Plain fields stay; sealed ones are opened. A shredded key raises KeyMissingError."""
+    opened = dict(payload)
+    for name in SENSITIVE_FIELDS:
+        value = payload.get(name)
+        if isinstance(value, dict):
+            sealed = Sealed.model_validate(value)
+            if sealed.key_id not in keys:
+                raise KeyMissingError(sealed.key_id)
+            opened[name] = open_sealed(sealed, keys[sealed.key_id])
+    return opened

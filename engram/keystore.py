@@ -33,13 +33,15 @@ class KeyStore:
         fresh = {key_id: self._master.new_data_key() for key_id, _ in keys}
         rows = [(k, org, self._master.wrap(k, fresh[k])) for k, org in keys]
         async with self._pool.acquire() as conn:
+            # A shredded id is never given a new key: old ciphertext must stay unreadable.
             await conn.executemany(
-                "INSERT INTO keystore.data_keys (key_id, org, wrapped) VALUES ($1, $2, $3) "
+                "INSERT INTO keystore.data_keys (key_id, org, wrapped) SELECT $1, $2, $3 "
+                "WHERE NOT EXISTS (SELECT 1 FROM keystore.shredded WHERE key_id = $1) "
                 "ON CONFLICT (key_id) DO NOTHING",
                 rows,
             )
         # Re-read: on a replayed command the first key written must win.
-        return {k: await self.get(k) for k in fresh}
+        return await self.get_many(set(fresh))
 
     async def get(self, key_id: str) -> bytes:
         if key_id in self._cache:
@@ -66,6 +68,13 @@ class KeyStore:
             for row in rows:
                 self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
         return {k: self._cache[k] for k in key_ids if k in self._cache}
+
+    async def discard(self, key_ids: list[str]) -> None:
+        """Drop keys made for commands that were rejected (nothing was sealed for good)."""
+        async with self._pool.acquire() as conn:
+            await conn.execute("DELETE FROM keystore.data_keys WHERE key_id = ANY($1)", key_ids)
+        for key_id in key_ids:
+            self.forget_cached(key_id)
 
     def forget_cached(self, key_id: str) -> None:
         self._cache.pop(key_id, None)

@@ -69,7 +69,7 @@ def create_app(
         gateway = CommandGateway(common.kafka_bootstrap_servers)
         await gateway.start()
         app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
-        app.state.processor = processor
+        app.state.processor, app.state.keystore = processor, keystore
         task = supervise(processor.run(), "command-processor")
         log.info("command_service_started", port=settings.port, partitions=partitions)
         try:

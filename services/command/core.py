@@ -6,6 +6,7 @@ deterministic and the writer decides the same way on every replica.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,13 @@ from contracts.events import (
 from services.command.confirm import user_asked_to_save
 from services.command.errors import Conflict, Gone, InvalidCommand, NotFound
 from services.command.state import Item, StreamState
+
+ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
+
+
+def new_item_id(command_id: str) -> str:
+    """Deterministic: a command retried after a crash names the same item (and key)."""
+    return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from contracts import commands as c
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import ScopeError
+from engram.crypto import SENSITIVE_FIELDS, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
+from engram.keystore import KeyStore
 from services.command.adapters.replies import ReplyTimeout
+from services.command.core import new_item_id
 
 router = APIRouter()
 
@@ -128,12 +131,14 @@ async def _submit(
         ) from exc
     except ScopeError as exc:
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    command_id = command_id or request.headers.get("idempotency-key") or str(uuid.uuid4())
+    payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
     envelope = CommandEnvelope(
-        command_id=command_id or request.headers.get("idempotency-key") or str(uuid.uuid4()),
+        command_id=command_id,
         type=type_,
         token=bearer_token(request),
         stream_id=stream,
-        payload=command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope},
+        payload=await _sealed(app.keystore, principal.org, command, command_id, payload),
     )
     try:
         reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds)
@@ -147,6 +152,28 @@ async def _submit(
             command_id=envelope.command_id,
         ) from exc
     return _response(reply, created)
+
+
+async def _sealed(
+    keystore: KeyStore, org: str, command: c.Command, command_id: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """Seal the person's text before it touches Kafka, so a forget shreds this copy too:
+    text for an existing item goes under that item's key, a new item's under its own."""
+    if not any(isinstance(payload.get(f), str) for f in SENSITIVE_FIELDS):
+        return payload
+    key_id = getattr(command, "item_id", None)
+    keys = await keystore.get_many({key_id}) if key_id else {}
+    if key_id is None or key_id not in keys:
+        key_id = new_item_id(command_id)
+        keys = await keystore.create_many([(key_id, org)])
+        if key_id not in keys:
+            raise ProblemError(
+                410,
+                "Memory forgotten",
+                "this command id belongs to a forgotten memory; send a new one",
+                "forgotten",
+            )
+    return seal_payload(payload, key_id, keys[key_id])
 
 
 def _response(reply: CommandReply, created: bool) -> JSONResponse:

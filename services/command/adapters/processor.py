@@ -16,7 +16,7 @@ from aiokafka.errors import KafkaError
 from contracts import topics
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.writer import PartitionWriter
+from services.command.adapters.writer import Cleanup, PartitionWriter
 
 log = get_logger(__name__)
 
@@ -95,22 +95,22 @@ class CommandProcessor:
             results = await asyncio.gather(
                 *(self._process_partition(tp, records) for tp, records in batches.items())
             )
-        for items in results:
-            await self._shred(items)
+        for cleanup in results:
+            await self._clean(cleanup)
 
-    async def _process_partition(self, tp: TopicPartition, records: list) -> list[str]:  # type: ignore[type-arg]
+    async def _process_partition(self, tp: TopicPartition, records: list) -> Cleanup:  # type: ignore[type-arg]
         writer = self.writers.get(tp.partition)
         if writer is None:  # revoked between fetch and processing
-            return []
+            return Cleanup()
         try:
-            shredded = await writer.process(records)
+            cleanup = await writer.process(records)
         except KafkaError as exc:
             # The transaction aborted: our in-memory state may be ahead of the log.
             log.error("transaction_failed", partition=tp.partition, error=str(exc))
             await self._recover(tp, writer)
-            return []
+            return Cleanup()
         self.processed += len(records)
-        return shredded
+        return cleanup
 
     async def _recover(self, tp: TopicPartition, writer: PartitionWriter) -> None:
         await writer.stop()
@@ -120,12 +120,14 @@ class CommandProcessor:
         committed = await self._consumer.committed(tp)
         self._consumer.seek(tp, committed or 0)
 
-    async def _shred(self, item_ids: list[str]) -> None:
-        """Delete forgotten items' data keys now; the projector does it too (idempotent)."""
-        if not item_ids:
-            return
-        async with self._pool.acquire() as conn, conn.transaction():
-            for item_id in item_ids:
-                await shred(conn, item_id)
-        for item_id in item_ids:
-            self._keys.forget_cached(item_id)
+    async def _clean(self, cleanup: Cleanup) -> None:
+        """Delete forgotten items' keys now (the projector does it too, idempotently),
+        and the unused keys the gateway made for rejected commands."""
+        if cleanup.shred:
+            async with self._pool.acquire() as conn, conn.transaction():
+                for item_id in cleanup.shred:
+                    await shred(conn, item_id)
+            for item_id in cleanup.shred:
+                self._keys.forget_cached(item_id)
+        if cleanup.discard:
+            await self._keys.discard(cleanup.discard)

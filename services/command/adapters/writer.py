@@ -9,7 +9,7 @@ events and replies. aiokafka has no KIP-447, hence one id per partition.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,22 +21,30 @@ from contracts.commands import COMMANDS, Command, ForgetMemory
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.crypto import seal
+from engram.crypto import KeyMissingError, open_payload, seal, sealed_key_ids
 from engram.kafka import dead_letter
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.restore import Restorer
-from services.command.core import Context, decide
-from services.command.errors import DomainError, Forbidden, InvalidCommand, Unauthenticated
+from services.command.core import Context, decide, new_item_id
+from services.command.errors import (
+    DomainError,
+    Forbidden,
+    Gone,
+    InvalidCommand,
+    Unauthenticated,
+)
 from services.command.state import StreamState, evolve
 
 log = get_logger(__name__)
-ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
 
-def new_item_id(command_id: str) -> str:
-    """Deterministic: a command retried after a crash names the same item (and key)."""
-    return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
+@dataclass
+class Cleanup:
+    """After commit: keys of forgotten items to shred, unused command keys to discard."""
+
+    shred: list[str] = field(default_factory=list)
+    discard: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,19 +87,19 @@ class PartitionWriter:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[str]:
-        """Decide a batch and commit it in one transaction; return the items to shred."""
+    async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> Cleanup:
+        """Decide a batch and commit it in one transaction; return the keys to clean up."""
         decoded = [self._decode(r) for r in records]
         keys = await self._prepare_keys(decoded)
-        shred: list[str] = []
+        cleanup = Cleanup()
         async with self._producer.transaction():
             for d in decoded:
-                shred += await self._handle(d, keys)
+                await self._handle(d, keys, cleanup)
             tp = TopicPartition(topics.COMMANDS, self.partition)
             await self._producer.send_offsets_to_transaction(
                 {tp: records[-1].offset + 1}, self._group_id
             )
-        return shred
+        return cleanup
 
     def _decode(self, record: ConsumerRecord[bytes, bytes]) -> Decoded:
         try:
@@ -114,14 +122,20 @@ class PartitionWriter:
                 new.append((new_item_id(env.command_id), org))
             if isinstance(item_id := env.payload.get("item_id"), str):
                 existing.add(item_id)
+            if env.type == "RememberMemory" and isinstance(key := env.payload.get("key"), str):
+                # A confirmed save with a known key revises that item, under its key.
+                state = self.states.get(env.stream_id)
+                if state and (same := state.active_by_key(key)):
+                    existing.add(same.item_id)
+            existing |= sealed_key_ids(env.payload)
         keys = await self._keys.create_many(new) if new else {}
         keys.update(await self._keys.get_many(existing))
         return keys
 
-    async def _handle(self, d: Decoded, keys: dict[str, bytes]) -> list[str]:
+    async def _handle(self, d: Decoded, keys: dict[str, bytes], cleanup: Cleanup) -> None:
         if d.envelope is None:
             await self._dead_letter(d.record, d.poison or "poison")
-            return []
+            return
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if env.command_id in state.results:  # a repeat gets the first answer again
@@ -133,9 +147,9 @@ class PartitionWriter:
                     result={**state.results[env.command_id], "duplicate": True},
                 )
             )
-            return []
+            return
         try:
-            principal, cmd = self._authorise(env)
+            principal, cmd = self._authorise(env, keys)
             events = decide(state, cmd, self._context(env, principal, cmd, keys))
         except DomainError as exc:
             await self._reply(
@@ -146,7 +160,9 @@ class PartitionWriter:
                     rejection=exc.rejection(),
                 )
             )
-            return []
+            # The key made for a new item of this command sealed nothing that stays.
+            cleanup.discard.append(new_item_id(env.command_id))
+            return
         ids = [await self._append(state, env, principal, e) for e in events]
         result = dict(state.results.get(env.command_id, {}))
         result.update(stream_id=env.stream_id, generation=state.generation, seq=state.seq)
@@ -161,9 +177,11 @@ class PartitionWriter:
                 events=ids,
             )
         )
-        return [e.item_id for e in events if isinstance(e, MemoryForgotten)]
+        cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
+        if not any(e.item_id == new_item_id(env.command_id) for e in events):
+            cleanup.discard.append(new_item_id(env.command_id))
 
-    def _authorise(self, env: CommandEnvelope) -> tuple[Principal, Command]:
+    def _authorise(self, env: CommandEnvelope, keys: dict[str, bytes]) -> tuple[Principal, Command]:
         try:
             principal = self._verifier.verify(env.token)
         except AuthError as exc:
@@ -172,7 +190,9 @@ class PartitionWriter:
         if model is None:
             raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
         try:
-            cmd = model.model_validate(env.payload)
+            cmd = model.model_validate(open_payload(env.payload, keys))
+        except KeyMissingError as exc:
+            raise Gone("the command's text was sealed under a key that is now shredded") from exc
         except ValidationError as exc:
             raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
         try:
