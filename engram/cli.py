@@ -113,5 +113,39 @@ def demo(
     raise typer.Exit(asyncio.run(run_demo(command_url, recall_url, console)))
 
 
+@app.command()
+def replay(
+    into: str = typer.Option("engram_replay", help="Shadow database to rebuild into."),
+    org: str = typer.Option("%", help="Compare only orgs LIKE this pattern."),
+) -> None:
+    """Rebuild the read models from engram.events offset 0 into a shadow database and
+    compare them, by checksum, with the live ones."""
+    from engram.crypto import MasterKey, load_master_key
+    from services.projector.replay import recreate_database
+    from services.projector.replay import replay as run_replay
+
+    common = CommonSettings()
+
+    async def go() -> int:
+        shadow = await recreate_database(common.database_url, into)
+        report = await run_replay(
+            common.database_url,
+            shadow,
+            common.kafka_bootstrap_servers,
+            MasterKey(load_master_key(common)),
+            org_pattern=org,
+            progress=_progress,
+        )
+        console.print(f"replayed {report.events} events in {report.seconds} s into {into}")
+        console.print(
+            f"checksum shadow {report.shadow_checksum[:16]} live "
+            f"{report.live_checksum[:16]}: "
+            + ("[green]match[/green]" if report.matches else "[red]differ[/red]")
+        )
+        return 0 if report.matches else 1
+
+    raise typer.Exit(asyncio.run(go()))
+
+
 def main() -> None:
     app()

@@ -151,7 +151,7 @@ async def _submit(
             "timeout",
             command_id=envelope.command_id,
         ) from exc
-    return _response(reply, created)
+    return _response(reply, created, command)
 
 
 async def _sealed(
@@ -176,11 +176,14 @@ async def _sealed(
     return seal_payload(payload, key_id, keys[key_id])
 
 
-def _response(reply: CommandReply, created: bool) -> JSONResponse:
+def _response(reply: CommandReply, created: bool, command: c.Command) -> JSONResponse:
     if not reply.ok and reply.rejection is not None:
         r = reply.rejection
+        extra = dict(r.extra)
+        if r.code == "conflict" and isinstance(text := getattr(command, "content", None), str):
+            extra["content"] = text  # the caller's unsaved text, so nothing is lost
         raise ProblemError(
-            r.status, r.title, r.detail, r.code, command_id=reply.command_id, **r.extra
+            r.status, r.title, r.detail, r.code, command_id=reply.command_id, **extra
         )
     body = {"command_id": reply.command_id, **reply.result, "events": reply.events}
     status = 201 if created and not reply.result.get("duplicate") else 200

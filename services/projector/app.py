@@ -37,7 +37,11 @@ def create_app(
         await migrate_keystore(common.database_url)
         await migrate(common.database_url, "projector", SQL_DIR)
         pool = await create_pool(common.database_url, max_size=4)
-        projector = EventProjector(KeyStore(pool, MasterKey(load_master_key(common))))
+        # The dead-letter callback binds late: the follower owns the producer.
+        projector = EventProjector(
+            KeyStore(pool, MasterKey(load_master_key(common))),
+            lambda record, error: follower.dead_letter(record, error),
+        )
         follower = TrackedFollower(
             bootstrap=common.kafka_bootstrap_servers,
             topic=topics.EVENTS,
@@ -48,7 +52,6 @@ def create_app(
             handle=projector.handle_batch,
             max_batch=settings.max_batch,
         )
-        projector.follower = follower
         app.state.follower, app.state.projector = follower, projector
         task = supervise(follower.run(), "projector-follower")
         log.info("projector_started", port=settings.port)

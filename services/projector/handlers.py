@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +16,19 @@ from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from engram.tracking import TrackedFollower
 from services.projector.core import Opened, org_scope, project, revision_of, touches_active
 
 log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
 
 
+DeadLetter = Callable[[Any, str], Awaitable[None]]
+
+
 class EventProjector:
-    def __init__(self, keystore: KeyStore) -> None:
+    def __init__(self, keystore: KeyStore, dead_letter: DeadLetter) -> None:
         self._keys = keystore
-        self.follower: TrackedFollower | None = None  # set by the app (dead letters)
+        self._dead_letter_one = dead_letter
         self.anomalies = 0
 
     async def handle_batch(
@@ -54,8 +57,7 @@ class EventProjector:
 
     async def _dead_letter(self, poison: list[tuple[Any, str | None]]) -> None:
         for record, error in poison:
-            assert self.follower is not None
-            await self.follower.dead_letter(record, error or "poison")
+            await self._dead_letter_one(record, error or "poison")
 
     async def _guard(
         self, conn: asyncpg.Connection, record: Any, env: EventEnvelope, heads: dict[str, int]

@@ -11,6 +11,7 @@ import time
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import EventEnvelope
@@ -85,8 +86,13 @@ class Restorer:
 
 
 def _fold(states: States, raw: bytes) -> None:
-    env = EventEnvelope.model_validate_json(raw)
-    event = parse_event(env.type, env.schema_version, env.payload)
+    try:
+        env = EventEnvelope.model_validate_json(raw)
+        event = parse_event(env.type, env.schema_version, env.payload)
+    except (ValidationError, KeyError, ValueError) as exc:
+        # Not an event this writer wrote: the projector dead-letters it; skip it here.
+        log.error("undecodable_event_skipped", error=str(exc)[:300])
+        return
     state = states.setdefault(env.stream_id, StreamState(env.stream_id))
     if env.seq != state.seq + 1:
         # Only the writer appends; a gap means the log and the writer disagree.

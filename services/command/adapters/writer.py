@@ -21,7 +21,7 @@ from contracts.commands import COMMANDS, Command, ForgetMemory
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.crypto import KeyMissingError, open_payload, seal, sealed_key_ids
+from engram.crypto import SENSITIVE_FIELDS, KeyMissingError, open_payload, seal, sealed_key_ids
 from engram.kafka import dead_letter
 from engram.keystore import KeyStore
 from engram.logging import get_logger
@@ -157,7 +157,13 @@ class PartitionWriter:
                     command_id=env.command_id,
                     ok=False,
                     stream_id=env.stream_id,
-                    rejection=exc.rejection(),
+                    rejection=exc.rejection().model_copy(
+                        update={
+                            "extra": {
+                                k: v for k, v in exc.extra.items() if k not in SENSITIVE_FIELDS
+                            }
+                        }
+                    ),
                 )
             )
             # The key made for a new item of this command sealed nothing that stays.

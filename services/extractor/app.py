@@ -1,0 +1,121 @@
+"""Composition root of the extractor: conversation turns -> candidate commands.
+
+Two followers share one pool: one reads ``engram.conversations`` and proposes,
+the other reads ``engram.events`` to learn which sources a forget suppresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+from fastapi import FastAPI
+
+from engram.auth import TokenVerifier
+from engram.db import create_pool, migrate
+from engram.http import install_health, install_problem_handlers
+from engram.logging import configure_logging, get_logger
+from engram.service import cancel, supervise
+from engram.settings import CommonSettings
+from engram.tracking import BatchHandler, TrackedFollower
+from services.extractor.adapters.ai import ChatExtractor, DailyBudget
+from services.extractor.adapters.commands import CommandPublisher
+from services.extractor.handlers import SourceRecorder, TurnExtractor
+from services.extractor.settings import ExtractorSettings
+
+SQL_DIR = Path(__file__).parent / "sql"
+OFFSETS = "extractor.offsets"
+log = get_logger(__name__)
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+def create_app(
+    settings: ExtractorSettings | None = None,
+    common: CommonSettings | None = None,
+    *,
+    today: Callable[[], date] = utc_today,
+) -> FastAPI:
+    """``today`` names the budget's day; tests pass their own so they never spend the real one."""
+    settings = settings or ExtractorSettings()
+    common = common or CommonSettings()
+    configure_logging("extractor", common.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate(common.database_url, "extractor", SQL_DIR)
+        pool = await create_pool(common.database_url, max_size=4)
+        publisher = CommandPublisher(common.kafka_bootstrap_servers)
+        await publisher.start()
+        client = httpx.AsyncClient()
+        ai = _chat_extractor(settings, pool, client, today)
+        turns = TurnExtractor(TokenVerifier(common), publisher, ai, lambda: datetime.now(UTC))
+        sources = SourceRecorder()
+        turns.follower = _follower(common, settings, pool, "turns", turns.handle_batch)
+        sources.follower = _follower(common, settings, pool, "events", sources.handle_batch)
+        app.state.followers = {"turns": turns.follower, "events": sources.follower}
+        tasks = [supervise(f.run(), f"extractor-{n}") for n, f in app.state.followers.items()]
+        log.info("extractor_started", port=settings.port, ai="on" if ai else "off")
+        try:
+            yield
+        finally:
+            await cancel(*tasks)
+            await client.aclose()
+            await publisher.stop()
+            await pool.close()
+
+    app = FastAPI(title="Engram extractor", lifespan=lifespan)
+    install_problem_handlers(app)
+
+    async def ready() -> dict[str, Any]:
+        followers: dict[str, TrackedFollower] = app.state.followers
+        return {
+            name: {"applied": f.applied, "positions": f.positions} for name, f in followers.items()
+        } | {"ai": "on" if settings.ai_enabled else "off"}
+
+    install_health(app, ready)
+    return app
+
+
+def _chat_extractor(
+    settings: ExtractorSettings,
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    today: Callable[[], date],
+) -> ChatExtractor | None:
+    """The AI path only when an endpoint, a model and a non-zero budget are configured."""
+    if not settings.ai_enabled:
+        return None
+    budget = DailyBudget(pool, settings.ai_daily_request_limit, today)
+    return ChatExtractor(client, settings, budget)
+
+
+def _follower(
+    common: CommonSettings,
+    settings: ExtractorSettings,
+    pool: asyncpg.Pool,
+    which: str,
+    handle: BatchHandler,
+) -> TrackedFollower:
+    topic, group, batch = (
+        (settings.conversations_topic, settings.group_id, settings.max_batch)
+        if which == "turns"
+        else (settings.events_topic, settings.events_group_id, 1000)
+    )
+    return TrackedFollower(
+        bootstrap=common.kafka_bootstrap_servers,
+        topic=topic,
+        group_id=group,
+        pool=pool,
+        offsets_table=OFFSETS,
+        service="extractor",
+        handle=handle,
+        max_batch=batch,
+    )

@@ -1,0 +1,141 @@
+"""Pure extraction core: candidates -> checked, capped -> RememberMemory proposals.
+
+No I/O. Time and the method used are passed in, so the same turn always turns
+into the same commands with the same ids: a turn read twice (a replay, a
+publisher's retry, a crash before the offset was stored) proposes nothing twice,
+because the writer answers a repeated ``command_id`` with its first reply.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from contracts.commands import MAX_CONTENT, Kind, RememberMemory
+from contracts.conversations import ConversationTurn
+from contracts.envelope import CommandEnvelope
+from services.extractor.access import gives_access
+
+MAX_CANDIDATES = 5
+MIN_EVIDENCE_WORDS = 2
+# Never change: command ids (and so item ids) of proposals derive from it.
+NAMESPACE = uuid.UUID("6f1c3a52-8a0e-4c47-9d59-2f0d7b1e5a11")
+
+# How a turn was handled, as recorded per turn. "rules-fallback" means the AI
+# failed for good and the rules stood in: a re-driven turn may try the AI again.
+Method = Literal["rules", "ai", "rules-fallback"]
+
+QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00ab": '"', "\u00bb": '"'}
+)
+WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed memory and the words of the user's message it rests on."""
+
+    content: str
+    kind: Kind
+    evidence: str
+
+
+def normalise(text: str) -> str:
+    """Compare text as a reader would: same quotes, case and spacing."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(QUOTES).casefold().split())
+
+
+def evidence_ok(evidence: str, message: str) -> bool:
+    """The quote appears in the user's message (seed 000); a word or two proves nothing."""
+    quote = normalise(evidence).strip(" \"'.,;:!?")
+    return len(WORD.findall(quote)) >= MIN_EVIDENCE_WORDS and quote in normalise(message)
+
+
+def select(candidates: Iterable[Candidate], message: str) -> list[Candidate]:
+    """Keep grounded, harmless, distinct candidates, at most five, in the order given."""
+    kept: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in candidates:
+        key = normalise(candidate.content)
+        if key in seen or not _acceptable(candidate, message):
+            continue
+        seen.add(key)
+        kept.append(candidate)
+        if len(kept) == MAX_CANDIDATES:
+            break
+    return kept
+
+
+def _acceptable(candidate: Candidate, message: str) -> bool:
+    text = candidate.content
+    return (
+        0 < len(text) <= MAX_CONTENT
+        and evidence_ok(candidate.evidence, message)
+        and not gives_access(text)
+        and not gives_access(candidate.evidence)
+    )
+
+
+def should_extract(previous: Method | None, ai_ready: bool) -> bool:
+    """A turn is handled once; only a rules fallback may be retried, and only with the AI."""
+    if previous is None:
+        return True
+    return previous == "rules-fallback" and ai_ready
+
+
+def command_id(stream_id: str, turn_id: str, method: Method, index: int) -> str:
+    """Stable per turn and position; AI and rule proposals never share an id."""
+    family = "ai" if method == "ai" else "rules"
+    return str(uuid.uuid5(NAMESPACE, f"{stream_id}\x1f{turn_id}\x1f{family}\x1f{index}"))
+
+
+def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> RememberMemory:
+    # candidate=True: extraction only ever proposes; a person confirms (DESIGN §4).
+    return RememberMemory(
+        scope=turn.scope,
+        content=candidate.content,
+        kind=candidate.kind,
+        tags=("extracted", "ai" if method == "ai" else "rules"),
+        sources=tuple(dict.fromkeys((turn.turn_id, *turn.sources))),
+        user_message=turn.user_message,
+        candidate=True,
+    )
+
+
+def proposals(
+    turn: ConversationTurn,
+    stream_id: str,
+    method: Method,
+    candidates: list[Candidate],
+    now: datetime,
+) -> list[CommandEnvelope]:
+    """The command envelopes for a turn, acting with the turn's own token."""
+    envelopes = []
+    for index, candidate in enumerate(candidates):
+        command = proposal(turn, candidate, method)
+        envelopes.append(
+            CommandEnvelope(
+                command_id=command_id(stream_id, turn.turn_id, method, index),
+                type="RememberMemory",
+                token=turn.token,
+                stream_id=stream_id,
+                issued_at=now,
+                # The same payload shape the HTTP route sends: defaults left out, scope kept.
+                payload=command.model_dump(mode="json", exclude_defaults=True)
+                | {"scope": command.scope},
+            )
+        )
+    return envelopes
+
+
+def backoff_delay(
+    retry: int, base: float, cap: float, retry_after: float | None, jitter: float
+) -> float:
+    """Exponential backoff with jitter in [50%, 100%], never sooner than the server asked."""
+    exponential = min(cap, base * 2**retry) * (0.5 + jitter / 2)
+    return min(cap, max(exponential, retry_after or 0.0))

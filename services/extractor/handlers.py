@@ -1,0 +1,175 @@
+"""The extractor's batch handlers: decode -> admit -> core -> publish, nothing else.
+
+Both run inside the follower's transaction, so what they record (turns handled,
+sources, suppressions) commits with the offset. Proposals are published before
+that commit: a crash in between replays the turn, and its stable command ids
+make the writer answer the repeats instead of proposing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from aiokafka import TopicPartition
+from prometheus_client import Counter
+from pydantic import ValidationError
+
+from contracts.conversations import ConversationTurn
+from contracts.envelope import EventEnvelope
+from contracts.events import Event, MemoryForgotten, MemoryRemembered, parse_event
+from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
+from engram.db import load_queries
+from engram.logging import get_logger
+from engram.tracking import PoisonMessageError, TrackedFollower
+from services.extractor.adapters.ai import ChatExtractor
+from services.extractor.adapters.commands import CommandPublisher
+from services.extractor.core import Candidate, Method, proposals, select, should_extract
+from services.extractor.errors import AIFailed, BudgetExhausted
+from services.extractor.rules import rule_candidates
+
+log = get_logger(__name__)
+Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
+PROPOSED = Counter("engram_extractor_proposals", "Candidates proposed", ["method"])
+SKIPPED = Counter("engram_extractor_turns_skipped", "Turns not extracted", ["reason"])
+WATCHED = frozenset({"MemoryRemembered", "MemoryForgotten"})
+
+
+class TurnExtractor:
+    """Completed turns -> candidate RememberMemory commands, acting with the turn's token."""
+
+    def __init__(
+        self,
+        verifier: TokenVerifier,
+        publisher: CommandPublisher,
+        ai: ChatExtractor | None,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._verifier, self._publisher, self._ai, self._clock = verifier, publisher, ai, clock
+        self.follower: TrackedFollower | None = None  # set by the app (dead letters)
+        self.proposed = 0
+
+    async def handle_batch(
+        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
+    ) -> None:
+        for record in records:
+            await self._handle(conn, record)
+
+    async def _handle(self, conn: asyncpg.Connection, record: Any) -> None:
+        try:
+            turn, principal, stream = self._admit(record)
+        except PoisonMessageError as exc:
+            await _dead_letter(self.follower, record, str(exc))
+            return
+        if not await self._pending(conn, principal.org, turn):
+            return
+        method, candidates, failure = await self._extract(turn)
+        envelopes = proposals(turn, stream, method, candidates, self._clock())
+        await self._publisher.publish(envelopes)
+        await conn.execute(Q["turn_done"], principal.org, turn.turn_id, method, len(envelopes))
+        self.proposed += len(envelopes)
+        PROPOSED.labels(method).inc(len(envelopes))
+        log.info(
+            "turn_extracted",
+            turn_id=turn.turn_id,
+            stream_id=stream,
+            method=method,
+            command_ids=[e.command_id for e in envelopes],
+            partition=record.partition,
+            offset=record.offset,
+        )
+        if failure:  # visible and re-drivable; the rules already stood in
+            await _dead_letter(self.follower, record, failure)
+
+    def _admit(self, record: Any) -> tuple[ConversationTurn, Principal, str]:
+        """Decode the turn and resolve its stream from its token; anything else is poison."""
+        try:
+            turn = ConversationTurn.model_validate_json(record.value or b"")
+        except ValidationError as exc:
+            raise PoisonMessageError(f"undecodable conversation turn: {exc}") from exc
+        try:
+            principal = self._verifier.verify(turn.token)
+            return turn, principal, principal.stream(turn.scope)
+        except (AuthError, ScopeError) as exc:
+            raise PoisonMessageError(f"turn {turn.turn_id} has no usable token: {exc}") from exc
+
+    async def _pending(self, conn: asyncpg.Connection, org: str, turn: ConversationTurn) -> bool:
+        previous = await conn.fetchval(Q["turn_method"], org, turn.turn_id)
+        if not should_extract(previous, self._ai is not None):
+            return _skip("already_handled", turn)
+        # Forgetting an item suppresses extraction from the messages it came from.
+        if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
+            return _skip("suppressed", turn)
+        return True
+
+    async def _extract(self, turn: ConversationTurn) -> tuple[Method, list[Candidate], str | None]:
+        """The AI's candidates when it is configured and answers, else the rules'."""
+        message = turn.user_message
+        if self._ai is None or not message.strip():
+            return "rules", select(rule_candidates(message), message), None
+        try:
+            found = await self._ai.propose(message)
+        except BudgetExhausted:
+            return "rules", select(rule_candidates(message), message), None
+        except AIFailed as exc:
+            failure = f"AI extraction failed; rule-based proposals were made instead: {exc}"
+            return "rules-fallback", select(rule_candidates(message), message), failure
+        return "ai", select(found, message), None
+
+
+class SourceRecorder:
+    """engram.events -> which sources each item came from, suppressed once it is forgotten.
+
+    Only ids and a flag are kept, never text: the table outlives the forgotten item.
+    """
+
+    def __init__(self) -> None:
+        self.follower: TrackedFollower | None = None  # set by the app (dead letters)
+
+    async def handle_batch(
+        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
+    ) -> None:
+        for record in records:
+            try:
+                decoded = _watched_event(record)
+            except PoisonMessageError as exc:
+                await _dead_letter(self.follower, record, str(exc))
+                continue
+            if decoded is not None:
+                await _record(conn, *decoded)
+
+
+def _watched_event(record: Any) -> tuple[str, Event] | None:
+    """(org, event) for the events that matter here; None for every other type."""
+    try:
+        env = EventEnvelope.model_validate_json(record.value or b"")
+        if env.type not in WATCHED:
+            return None
+        return env.stream_id.split("/", 1)[0], parse_event(
+            env.type, env.schema_version, env.payload
+        )
+    except (ValueError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
+        raise PoisonMessageError(f"undecodable event: {exc}") from exc
+
+
+async def _record(conn: asyncpg.Connection, org: str, event: Event) -> None:
+    if isinstance(event, MemoryRemembered) and event.sources:
+        await conn.execute(Q["record_sources"], org, list(event.sources), event.item_id)
+    elif isinstance(event, MemoryForgotten):
+        await conn.execute(Q["suppress_sources"], org, event.item_id)
+        await conn.execute(Q["suppress_item_id"], org, event.item_id)
+        log.info("sources_suppressed", org=org, item_id=event.item_id)
+
+
+async def _dead_letter(follower: TrackedFollower | None, record: Any, error: str) -> None:
+    assert follower is not None, "the app wires the follower before it runs"
+    await follower.dead_letter(record, error)
+
+
+def _skip(reason: str, turn: ConversationTurn) -> bool:
+    SKIPPED.labels(reason).inc()
+    log.info("turn_skipped", reason=reason, turn_id=turn.turn_id)
+    return False

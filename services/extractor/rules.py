@@ -1,0 +1,191 @@
+"""Rule-based extraction: explicit self-statements and requests in a user message.
+
+Precision over recall. A rule fires only at the start of a statement, never in
+a question, a negation, or a remark about the task at hand ("for now", "this
+time"): a missed fact can still be saved by hand, while a wrong candidate costs
+the person a review. What the rules find is quoted from the message, so the
+evidence of every rule-based candidate is the user's own words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from contracts.commands import Kind
+from services.extractor.core import Candidate
+
+I = re.IGNORECASE  # noqa: E741 - the regex flag, as the re module spells it
+
+SPLIT = re.compile(r"(?<=[.!?])\s+|[\r\n]+|;\s+")
+BULLET = re.compile(r"^(?:[-*\u2022>]|\d+[.)])\s+")
+LEAD_IN = re.compile(
+    r"^(?:(?:also|and|but|oh|ok|okay|so|well|actually|btw|by the way|fyi|hey|hi|hello|"
+    r"just so you know|for the record|for future reference|please)\b[,:!]?\s*)+",
+    I,
+)
+NEGATED = re.compile(
+    r"^(?:don'?t|do not|never|no need to|stop)\s+(?:\w+\s+){0,2}?"
+    r"(?:remember|save|keep|note)\b|^forget\b",
+    I,
+)
+TEMPORARY = re.compile(
+    r"\b(?:for now|for this|this time|right now|today|at the moment|in this (?:answer|reply|"
+    r"chat|conversation|task|file|thread|message))\b",
+    I,
+)
+CHATTER = re.compile(r"^(?:it|that|this|these|those|them|you|your|yours)\b", I)
+WH_WORD = re.compile(r"^(?:when|what|how|who|where|why|if|whether|which)\b", I)
+NOT_A_FACT = re.compile(
+    r"^(?:question|point|problem|issue|request|concern|guess|thoughts?|bad|mistake|"
+    r"fault|apologies|pleasure|understanding|hope|worry)$",
+    I,
+)
+ASK = r"(?:(?:can|could|would|will) you\s+)?"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    pattern: re.Pattern[str]
+    kind: Kind | None  # None: the kind of the statement being remembered
+    # A request keeps what it asks to remember; a self-statement keeps itself.
+    keeps: Literal["statement", "rest"] = "statement"
+
+
+# Order matters: a request to remember wins over what it contains.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "remember_to",
+        re.compile(rf"^{ASK}(?:remember|don'?t forget|do not forget)\s+to\s+(?P<rest>.+)", I),
+        "procedure",
+        "rest",
+    ),
+    Rule(
+        "remember",
+        re.compile(
+            rf"^{ASK}(?:remember|keep in mind|note|make a note|take note|don'?t forget|"
+            r"do not forget)(?:\s+(?:that|of))?[\s:,]+(?P<rest>.+)",
+            I,
+        ),
+        None,
+        "rest",
+    ),
+    Rule("call_me", re.compile(r"^call me\s+(?P<rest>.+)", I), "preference"),
+    Rule(
+        "prefer",
+        re.compile(
+            r"^i\s+(?:really\s+|generally\s+|usually\s+|much\s+|strongly\s+|definitely\s+)?"
+            r"(?:prefer|like|love|enjoy|dislike|hate|don'?t like|do not like|can'?t stand|"
+            r"cannot stand)\s+(?P<rest>.+)",
+            I,
+        ),
+        "preference",
+    ),
+    Rule(
+        "decided",
+        re.compile(
+            r"^(?:we|i|the team)(?:'ve|\s+have|\s+has)?\s+(?:just\s+|finally\s+|already\s+)?"
+            r"(?:decided|agreed|chose|settled on)\b[\s:,]*(?P<rest>.+)",
+            I,
+        ),
+        "decision",
+    ),
+    Rule(
+        "we_use",
+        re.compile(
+            r"^(?:we|our team|the team)\s+(?:always\s+|now\s+)?(?:use|uses|will use|"
+            r"standardi[sz]ed on)\s+(?P<rest>.+)|^we(?:'re|\s+are)\s+going\s+with\s+(?P<with>.+)",
+            I,
+        ),
+        "decision",
+    ),
+    Rule(
+        "always",
+        re.compile(
+            r"^(?!never\s*mind)(?:always|never|from now on|going forward|in (?:the )?future|"
+            r"don'?t ever|do not ever)\b[\s,]*(?P<rest>.+)",
+            I,
+        ),
+        "procedure",
+    ),
+    Rule(
+        "my_is",
+        re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)(?:\s+(?:is|are)|'s)\s+(?P<rest>.+)", I),
+        "fact",
+    ),
+    Rule(
+        "about_me",
+        re.compile(
+            r"^i\s+(?:work\s+(?:at|as|for|in|on)|live\s+in)\s+(?P<rest>.+)|"
+            r"^i(?:'m|\s+am)\s+(?:(?:based|located)\s+in|allergic\s+to|"
+            r"(?:a\s+)?(?:vegetarian|vegan))\b(?P<tail>.*)",
+            I,
+        ),
+        "fact",
+    ),
+)
+
+
+def rule_candidates(message: str) -> list[Candidate]:
+    """Every explicit statement the rules recognise, in message order (not yet capped)."""
+    found = (_candidate(s) for s in statements(message))
+    return [c for c in found if c is not None]
+
+
+def statements(message: str) -> list[str]:
+    """Sentences, lines and list items of a message, each stripped of its bullet."""
+    parts = (BULLET.sub("", p.strip()).strip() for p in SPLIT.split(message))
+    return [p for p in parts if p]
+
+
+def _candidate(statement: str) -> Candidate | None:
+    body = LEAD_IN.sub("", statement).strip()
+    if not body or NEGATED.search(body) or TEMPORARY.search(body):
+        return None
+    match = _match(body)
+    if match is None:
+        return None
+    rule, found = match
+    if rule.keeps == "statement":
+        return Candidate(content=sentence(body), kind=rule.kind or "fact", evidence=statement)
+    rest = found.group("rest")
+    if WH_WORD.match(rest):  # "remember when we …" recalls, it does not ask to keep
+        return None
+    return Candidate(content=sentence(rest), kind=rule.kind or _kind_of(rest), evidence=statement)
+
+
+def _kind_of(remembered: str) -> Kind:
+    """What a remember request asks to keep: "remember that I prefer tea" is a preference."""
+    # The request may be a question ("could you remember that …?"); what it holds is not.
+    inner = _match(LEAD_IN.sub("", remembered).rstrip(" ?"))
+    return (inner[0].kind if inner else None) or "fact"
+
+
+def _match(body: str) -> tuple[Rule, re.Match[str]] | None:
+    asks = body.rstrip().endswith("?")
+    for rule in RULES:
+        found = rule.pattern.match(body)
+        if found is None or not _plausible(rule, found):
+            continue
+        # A question only counts when it asks to remember ("could you remember …?").
+        if asks and rule.name not in ("remember", "remember_to"):
+            return None
+        return rule, found
+    return None
+
+
+def _plausible(rule: Rule, found: re.Match[str]) -> bool:
+    """Reject the matches that are conversation, not memory ("I like that", "my question is")."""
+    if rule.name == "prefer" and CHATTER.match(found.group("rest")):
+        return False
+    return not (rule.name == "my_is" and NOT_A_FACT.match(found.group("subject").strip()))
+
+
+def sentence(text: str) -> str:
+    """One clean sentence: single spaces, a capital first letter, one closing stop."""
+    text = " ".join(text.split()).rstrip(" .!?,;:")
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + "."

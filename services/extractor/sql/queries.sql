@@ -1,0 +1,34 @@
+-- name: reserve_ai_request
+-- One request from the day's budget; the row lock makes it atomic across replicas.
+-- Returns no row when the budget is spent.
+INSERT INTO extractor.ai_budget AS b (day, used) VALUES ($1, 1)
+ON CONFLICT (day) DO UPDATE SET used = b.used + 1 WHERE b.used < $2
+RETURNING used
+
+-- name: turn_method
+SELECT method FROM extractor.turns WHERE org = $1 AND turn_id = $2
+
+-- name: turn_done
+INSERT INTO extractor.turns (org, turn_id, method, proposals) VALUES ($1, $2, $3, $4)
+ON CONFLICT (org, turn_id) DO UPDATE
+SET method = EXCLUDED.method, proposals = EXCLUDED.proposals, processed_at = now()
+
+-- name: suppressed
+SELECT EXISTS (
+    SELECT 1 FROM extractor.sources
+    WHERE org = $1 AND source_id = ANY($2::text[]) AND suppressed
+)
+
+-- name: record_sources
+INSERT INTO extractor.sources (org, source_id, item_id)
+SELECT $1, source_id, $3 FROM unnest($2::text[]) AS source_id
+ON CONFLICT (org, source_id, item_id) DO NOTHING
+
+-- name: suppress_sources
+UPDATE extractor.sources SET suppressed = true WHERE org = $1 AND item_id = $2
+
+-- name: suppress_item_id
+-- The item's own id counts as a source too: a turn that cites the forgotten item
+-- (it was recalled into the run) must not bring its text back as a candidate.
+INSERT INTO extractor.sources (org, source_id, item_id, suppressed) VALUES ($1, $2, $2, true)
+ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true
