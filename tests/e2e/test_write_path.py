@@ -1,0 +1,174 @@
+"""The write path through the real services: lifecycle, conflicts, isolation, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from contracts.envelope import CommandEnvelope
+from tests.conftest import Caller, caller
+from tests.support import eventually, new_command_id, read_replies, send_commands
+
+pytestmark = pytest.mark.e2e
+
+
+async def remember(http: httpx.AsyncClient, url: str, who: Caller, **body: Any) -> dict[str, Any]:
+    response = await http.post(f"{url}/v1/memories", headers=who.headers, json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def recalled_ids(http: httpx.AsyncClient, url: str, who: Caller, query: str) -> list[str]:
+    response = await http.post(f"{url}/v1/recall", headers=who.headers, json={"query": query})
+    assert response.status_code == 200, response.text
+    return [i["id"] for i in response.json()["items"]]
+
+
+async def test_twenty_concurrent_corrections_on_one_base_one_wins(
+        services: dict[str, str]) -> None:
+    ana = caller()
+    async with httpx.AsyncClient(timeout=30) as http:
+        item = await remember(http, services["command"], ana, content="Budget: 1500 EUR")
+        url = f"{services['command']}/v1/memories/{item['item_id']}/correct"
+        answers = await asyncio.gather(*(
+            http.post(url, headers=ana.headers,
+                      json={"base_revision": 1, "content": f"Budget: {1600 + n} EUR"})
+            for n in range(20)))
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200] + [409] * 19, codes
+    conflict = next(a for a in answers if a.status_code == 409)
+    body = conflict.json()
+    assert conflict.headers["content-type"] == "application/problem+json"
+    assert body["current_revision"] == 2 and body["content"].startswith("Budget: 16")
+
+
+async def test_the_item_lifecycle_over_http(services: dict[str, str]) -> None:
+    ana = caller()
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        item = await remember(http, cmd, ana, content="Ana prefers green tea", kind="preference")
+        iid = item["item_id"]
+
+        async def act(action: str, **body: Any) -> dict[str, Any]:
+            r = await http.post(f"{cmd}/v1/memories/{iid}/{action}", headers=ana.headers,
+                                json=body)
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        assert (await act("correct", base_revision=1, content="Ana prefers black tea"))[
+            "revision"] == 2
+        assert (await act("restore-revision", base_revision=2, revision=1))["revision"] == 3
+        assert (await act("undo", base_revision=3))["revision"] == 4
+        assert (await act("pin"))["revision"] == 5
+        await eventually(lambda: recalled_ids(http, rec, ana, "unrelated words"),
+                         what="the pinned item in every packet")
+        assert (await act("disable"))["status"] == "disabled"
+        await eventually(lambda: _absent(http, rec, ana, "tea", iid), what="disabled hidden")
+        assert (await act("enable"))["status"] == "active"
+        assert (await act("archive"))["status"] == "archived"
+        assert (await act("unarchive"))["status"] == "active"
+        got = await eventually(lambda: _get(http, rec, ana, iid, revision=9), what="revision 9")
+        assert got["content"] == "Ana prefers black tea" and got["pinned"]
+
+
+async def _get(http: httpx.AsyncClient, url: str, who: Caller, item_id: str,
+               revision: int) -> dict[str, Any] | None:
+    r = await http.get(f"{url}/v1/memories/{item_id}", headers=who.headers)
+    return r.json() if r.status_code == 200 and r.json()["revision"] == revision else None
+
+
+async def _absent(http: httpx.AsyncClient, url: str, who: Caller, query: str,
+                  item_id: str) -> bool:
+    return item_id not in await recalled_ids(http, url, who, query)
+
+
+async def test_agent_saves_become_candidates_until_a_person_confirms(
+        services: dict[str, str]) -> None:
+    person = caller()
+    agent = caller(person.org, member=person.member, agent="helper")
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        guess = await remember(http, cmd, agent, content="Ana likes sailing",
+                               user_message="what should we do this weekend?")
+        assert guess["status"] == "candidate"
+        asked = await remember(http, cmd, agent, content="Ana likes hiking",
+                               user_message="please remember that Ana likes hiking")
+        assert asked["status"] == "active"
+        await eventually(lambda: recalled_ids(http, rec, person, "hiking"), what="confirmed")
+        assert guess["item_id"] not in await recalled_ids(http, rec, person, "sailing")
+        r = await http.post(f"{cmd}/v1/memories/{guess['item_id']}/confirm",
+                            headers=agent.headers)
+        assert r.status_code == 422, "an agent cannot confirm"
+        r = await http.post(f"{cmd}/v1/memories/{guess['item_id']}/confirm",
+                            headers=person.headers)
+        assert r.status_code == 200 and r.json()["status"] == "active"
+        assert await eventually(lambda: recalled_ids(http, rec, person, "sailing"))
+
+
+async def test_bad_input_gets_typed_problems(services: dict[str, str]) -> None:
+    ana = caller()
+    url = f"{services['command']}/v1/memories"
+    async with httpx.AsyncClient(timeout=30) as http:
+        too_long = await http.post(url, headers=ana.headers, json={"content": "x" * 4001})
+        unknown = await http.post(url, headers=ana.headers, json={"content": "x", "org": "b"})
+        other_scope = await http.post(url, headers=ana.headers,
+                                      json={"content": "x", "scope": "member:bob"})
+        not_json = await http.post(url, headers={**ana.headers,
+                                                 "content-type": "application/json"},
+                                   content=b"{nope")
+        no_token = await http.post(url, json={"content": "x"})
+        bad_token = await http.post(url, headers={"Authorization": "Bearer nope"},
+                                    json={"content": "x"})
+        no_project = await http.post(url, headers=ana.headers,
+                                     json={"content": "x", "scope": "project"})
+        missing = await http.post(f"{url}/does-not-exist/pin", headers=ana.headers)
+    for response, status in ((too_long, 422), (unknown, 422), (other_scope, 422),
+                             (not_json, 422), (no_token, 401), (bad_token, 401),
+                             (no_project, 403), (missing, 404)):
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["status"] == status and response.json()["detail"]
+
+
+async def test_isolation_between_members_and_orgs_over_http_and_kafka(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(ana.org, member="bob")
+    eve = caller()  # another org
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        private = await remember(http, cmd, ana, content="Ana's salary is 7000 EUR")
+        shared = await remember(http, cmd, ana, content="The office salary day is the 25th",
+                                scope="shared")
+        await eventually(lambda: recalled_ids(http, rec, ana, "salary"), what="ana sees")
+        assert await eventually(lambda: _count(http, rec, bob, "salary", 1)) == [
+            shared["item_id"]]
+        assert await recalled_ids(http, rec, eve, "salary") == []
+        for who in (bob, eve):
+            r = await http.get(f"{rec}/v1/memories/{private['item_id']}", headers=who.headers)
+            assert r.status_code == 404
+            r = await http.post(f"{cmd}/v1/memories/{private['item_id']}/correct",
+                                headers=who.headers, json={"base_revision": 1, "content": "0"})
+            assert r.status_code == 404  # bob's private stream has no such item
+        r = await http.post(f"{cmd}/v1/memories/{shared['item_id']}/pin", headers=eve.headers,
+                            json={"scope": "shared"})
+        assert r.status_code == 404  # another org's shared stream is another stream
+
+    # Over Kafka, bob's token cannot write into ana's stream.
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    command_id = new_command_id()
+    await send_commands(bootstrap, [CommandEnvelope(
+        command_id=command_id, type="CorrectMemory", token=bob.token,
+        stream_id=f"{ana.org}/member:ana",
+        payload={"item_id": private["item_id"], "base_revision": 1, "content": "hacked"})])
+    [reply] = (await read_replies(bootstrap, {command_id}))[command_id]
+    assert not reply.ok and reply.rejection and reply.rejection.code == "forbidden"
+
+
+async def _count(http: httpx.AsyncClient, url: str, who: Caller, query: str,
+                 n: int) -> list[str] | None:
+    ids = await recalled_ids(http, url, who, query)
+    return ids if len(ids) == n else None
