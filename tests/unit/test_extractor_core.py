@@ -1,0 +1,182 @@
+"""The pure core: evidence, selection, replay-safe proposals, backoff; and the turn contract."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from contracts.commands import RememberMemory
+from contracts.conversations import ConversationTurn
+from services.extractor.access import gives_access
+from services.extractor.core import (
+    MAX_CANDIDATES,
+    Candidate,
+    backoff_delay,
+    command_id,
+    evidence_ok,
+    proposals,
+    select,
+    should_extract,
+)
+
+NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
+MESSAGE = "Honestly, I prefer short answers. My timezone is CET."
+
+
+def turn(**changes: object) -> ConversationTurn:
+    fields: dict[str, object] = {
+        "turn_id": "turn-1",
+        "run_id": "run-1",
+        "token": "tok",
+        "user_message": MESSAGE,
+        "sources": ("msg-1", "msg-2"),
+        "completed_at": NOW,
+    }
+    return ConversationTurn.model_validate(fields | changes)
+
+
+def test_evidence_must_appear_in_the_message() -> None:
+    assert evidence_ok("I prefer short answers", MESSAGE)
+    assert evidence_ok("  i PREFER   “short” answers. ", 'I prefer "short" answers.')
+    assert not evidence_ok("I prefer long answers", MESSAGE)
+    assert not evidence_ok("prefer", MESSAGE)  # one word proves nothing
+    assert not evidence_ok("", MESSAGE)
+
+
+def test_select_drops_ungrounded_secret_empty_and_duplicate_candidates() -> None:
+    kept = select(
+        [
+            Candidate("Prefers short answers.", "preference", "I prefer short answers"),
+            Candidate("Prefers short answers.", "preference", "My timezone is CET"),
+            Candidate("Lives in Paris.", "fact", "I live in Paris"),
+            Candidate("Password is hunter2.", "fact", "I prefer short answers"),
+            Candidate("", "fact", "My timezone is CET"),
+            Candidate("Timezone is CET.", "fact", "My timezone is CET"),
+        ],
+        MESSAGE,
+    )
+    assert [c.content for c in kept] == ["Prefers short answers.", "Timezone is CET."]
+
+
+@given(st.lists(st.sampled_from(MESSAGE.split(".")[:2]), max_size=12), st.integers(0, 50))
+def test_select_never_returns_more_than_five_grounded_candidates(
+    quotes: list[str], salt: int
+) -> None:
+    candidates = [Candidate(f"Item {salt + i}.", "fact", q) for i, q in enumerate(quotes)]
+    kept = select(candidates, MESSAGE)
+    assert len(kept) <= MAX_CANDIDATES
+    assert all(evidence_ok(c.evidence, MESSAGE) for c in kept)
+
+
+def test_proposals_are_candidates_acting_with_the_turns_token() -> None:
+    candidates = [Candidate("I prefer short answers.", "preference", "I prefer short answers")]
+    [envelope] = proposals(turn(), "acme/member:ana", "rules", candidates, NOW)
+
+    assert envelope.type == "RememberMemory"
+    assert envelope.token == "tok"
+    assert envelope.stream_id == "acme/member:ana"
+    assert envelope.issued_at == NOW
+    command = RememberMemory.model_validate(envelope.payload)
+    assert command.candidate is True
+    assert command.scope == "private"
+    assert command.kind == "preference"
+    assert command.content == "I prefer short answers."
+    assert command.sources == ("turn-1", "msg-1", "msg-2")
+    assert command.user_message == MESSAGE
+    assert command.tags == ("extracted", "rules")
+
+
+def test_a_replayed_turn_gets_the_same_command_ids() -> None:
+    candidates = [
+        Candidate("I prefer short answers.", "preference", "I prefer short answers"),
+        Candidate("My timezone is CET.", "fact", "My timezone is CET"),
+    ]
+    first = [e.command_id for e in proposals(turn(), "acme/shared", "rules", candidates, NOW)]
+    again = [e.command_id for e in proposals(turn(), "acme/shared", "rules", candidates, NOW)]
+    assert first == again
+    assert len(set(first)) == 2
+
+
+def test_command_ids_differ_by_stream_turn_and_family_but_not_fallback() -> None:
+    base = command_id("acme/shared", "turn-1", "rules", 0)
+    assert base == command_id("acme/shared", "turn-1", "rules-fallback", 0)
+    assert base != command_id("acme/shared", "turn-1", "ai", 0)
+    assert base != command_id("other/shared", "turn-1", "rules", 0)
+    assert base != command_id("acme/shared", "turn-2", "rules", 0)
+    assert base != command_id("acme/shared", "turn-1", "rules", 1)
+
+
+def test_the_turn_id_is_not_repeated_in_sources() -> None:
+    envelope = proposals(
+        turn(sources=("turn-1", "msg-1")),
+        "acme/shared",
+        "ai",
+        [Candidate("I prefer short answers.", "preference", "I prefer short answers")],
+        NOW,
+    )[0]
+    assert envelope.payload["sources"] == ["turn-1", "msg-1"]
+    assert envelope.payload["tags"] == ["extracted", "ai"]
+
+
+@pytest.mark.parametrize(
+    ("previous", "ai_ready", "expected"),
+    [
+        (None, False, True),
+        (None, True, True),
+        ("rules", True, False),
+        ("ai", True, False),
+        ("rules-fallback", False, False),
+        ("rules-fallback", True, True),
+    ],
+)
+def test_a_turn_is_handled_once_unless_the_ai_may_retry_a_fallback(
+    previous: str | None, ai_ready: bool, expected: bool
+) -> None:
+    assert should_extract(previous, ai_ready) is expected  # type: ignore[arg-type]
+
+
+def test_backoff_doubles_with_jitter_and_respects_retry_after_and_cap() -> None:
+    assert [backoff_delay(r, 0.5, 30, None, 1.0) for r in range(5)] == [0.5, 1, 2, 4, 8]
+    assert backoff_delay(2, 0.5, 30, None, 0.0) == 1.0
+    assert backoff_delay(0, 0.5, 30, 3.0, 1.0) == 3.0
+    assert backoff_delay(10, 0.5, 30, None, 1.0) == 30
+    assert backoff_delay(0, 0.5, 30, 120.0, 1.0) == 30
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I prefer tea.", False),
+        ("Docs at https://docs.example.com/guide", False),
+        ("Always pin release notes.", False),
+        ("My password is x", True),
+        ("the secret key lives in vault", True),
+        ("bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abc", True),
+        ("AKIAABCDEFGHIJKLMNOP", True),
+        ("value 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e", True),
+        ("https://user:pw@host.example.com", True),
+        ("https://example.com/reset/abc", True),
+        ("https://example.com/page?token=1", True),
+        ("My PIN is 1234", True),
+    ],
+)
+def test_text_that_gives_access(text: str, expected: bool) -> None:
+    assert gives_access(text) is expected
+
+
+def test_turn_contract_defaults_and_strictness() -> None:
+    t = turn()
+    assert t.scope == "private"
+    assert t.assistant_message is None
+    with pytest.raises(ValidationError):
+        turn(surprise=True)
+    with pytest.raises(ValidationError):
+        turn(scope="member:bob")  # a scope is chosen among the token's, never named
+    with pytest.raises(ValidationError):
+        turn(sources=tuple(f"m{i}" for i in range(32)))
+    with pytest.raises(ValidationError):
+        turn(sources=("",))

@@ -1,0 +1,148 @@
+"""Rule-based extraction: given a user message, which candidates are proposed."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.extractor.core import select
+from services.extractor.rules import rule_candidates, statements
+
+
+def extract(message: str) -> list[tuple[str, str]]:
+    return [(c.kind, c.content) for c in select(rule_candidates(message), message)]
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("I prefer short answers.", [("preference", "I prefer short answers.")]),
+        ("i really like tabs over spaces", [("preference", "I really like tabs over spaces.")]),
+        ("I don't like emojis in commits!", [("preference", "I don't like emojis in commits.")]),
+        ("I hate meetings before 10am", [("preference", "I hate meetings before 10am.")]),
+        ("Call me Ana.", [("preference", "Call me Ana.")]),
+        ("My timezone is CET", [("fact", "My timezone is CET.")]),
+        ("my name's Ana", [("fact", "My name's Ana.")]),
+        ("I'm based in Berlin.", [("fact", "I'm based in Berlin.")]),
+        ("I work at Acme as an engineer.", [("fact", "I work at Acme as an engineer.")]),
+        ("I'm vegetarian.", [("fact", "I'm vegetarian.")]),
+        (
+            "We decided to use Postgres for everything.",
+            [("decision", "We decided to use Postgres for everything.")],
+        ),
+        (
+            "We've agreed on trunk-based development",
+            [("decision", "We've agreed on trunk-based development.")],
+        ),
+        ("We use pnpm for all packages.", [("decision", "We use pnpm for all packages.")]),
+        (
+            "Always run the tests before you report that work is done.",
+            [("procedure", "Always run the tests before you report that work is done.")],
+        ),
+        ("Never push to main.", [("procedure", "Never push to main.")]),
+        ("From now on, answer in German.", [("procedure", "From now on, answer in German.")]),
+    ],
+)
+def test_self_statements_become_candidates(message: str, expected: list[tuple[str, str]]) -> None:
+    assert extract(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Remember that my dog is called Rex.", [("fact", "My dog is called Rex.")]),
+        ("Please remember that I prefer tea.", [("preference", "I prefer tea.")]),
+        ("Could you remember that we use pnpm?", [("decision", "We use pnpm.")]),
+        ("Keep in mind: the staging DB is read-only", [("fact", "The staging DB is read-only.")]),
+        ("Remember to always reply in English.", [("procedure", "Always reply in English.")]),
+        ("Note that releases happen on Tuesdays.", [("fact", "Releases happen on Tuesdays.")]),
+    ],
+)
+def test_requests_to_remember_keep_what_they_ask_for(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    assert extract(message) == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Don't remember that I like tea.",
+        "Do not save this: my dog is called Rex.",
+        "Forget that I like tea.",
+        "Do you remember what I said?",
+        "Remember when we deployed on a Friday?",
+        "What do I prefer?",
+        "I like that idea.",
+        "I love it!",
+        "I'd like a summary of this document.",
+        "My question is whether this works.",
+        "For now, always use tabs.",
+        "Always answer in bullet points in this thread.",
+        "Never mind.",
+        "Can you fix the failing test in parser.py?",
+        "If I prefer tabs, does that matter?",
+        "",
+    ],
+)
+def test_questions_negations_and_chatter_yield_nothing(message: str) -> None:
+    assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "My password is hunter2.",
+        "Remember that my API key is in the vault.",
+        "My GitHub token is ghp_abcdefghijklmnopqrstuvwxyz0123",
+        "Remember that the key is sk-abcdefghijklmnopqrstuvwx.",
+        "My PIN is 1234.",
+        "My wifi passphrase is correct horse battery staple.",
+        "Remember that the invite is https://chat.example.com/invite/XYZ",
+        "Remember that the dashboard is https://admin:pw@dash.example.com",
+        "Remember that the report is https://files.example.com/r.pdf?sig=abc123",
+        "My recovery codes are in the drawer.",
+    ],
+)
+def test_credentials_and_access_links_are_never_proposed(message: str) -> None:
+    assert extract(message) == []
+
+
+def test_a_plain_link_is_kept() -> None:
+    message = "Remember that our docs live at https://docs.example.com/guide"
+    assert extract(message) == [("fact", "Our docs live at https://docs.example.com/guide.")]
+
+
+def test_pin_as_a_verb_is_not_a_credential() -> None:
+    assert extract("Always pin the release notes.") == [
+        ("procedure", "Always pin the release notes.")
+    ]
+
+
+def test_several_statements_in_order_with_lead_ins_and_bullets() -> None:
+    message = (
+        "Hi! Btw, I prefer dark mode.\n- my editor is neovim\n- Also, I like short answers; "
+        "what's the weather?"
+    )
+    assert extract(message) == [
+        ("preference", "I prefer dark mode."),
+        ("fact", "My editor is neovim."),
+        ("preference", "I like short answers."),
+    ]
+
+
+def test_at_most_five_distinct_candidates() -> None:
+    message = " ".join(f"I like colour number {n}." for n in range(8)) + " I like colour number 1."
+    found = extract(message)
+    assert len(found) == 5
+    assert len(set(found)) == 5
+
+
+def test_evidence_is_the_users_own_words() -> None:
+    message = "So, remember that I prefer tea!  Thanks."
+    [candidate] = rule_candidates(message)
+    assert candidate.evidence == "So, remember that I prefer tea!"
+    assert candidate.evidence in message
+
+
+def test_statements_split_sentences_lines_and_items() -> None:
+    assert statements("One. Two!\n* three; four?  ") == ["One.", "Two!", "three", "four?"]
