@@ -1,0 +1,110 @@
+"""Forgetting is real: after a forget the text is in no table, in no Kafka segment
+file on disk, and a replay from offset 0 rebuilds the tombstone, not the text."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from engram.crypto import MasterKey, load_master_key
+from engram.devstack import kafka as devkafka
+from engram.devstack import postgres as devpostgres
+from engram.devstack import resolve_state
+from engram.settings import CommonSettings
+from services.projector.replay import recreate_database, replay
+from tests.conftest import caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+def pg_dump(dsn: str) -> bytes:
+    tool = devpostgres.bin_path("pg_dump")
+    binary = str(tool) if tool.exists() else "pg_dump"
+    return subprocess.run([binary, "--data-only", dsn], check=True, capture_output=True,
+                          timeout=120).stdout
+
+
+def files_containing(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    ana = caller()
+    first, second = f"zebra-{uuid.uuid4().hex}", f"okapi-{uuid.uuid4().hex}"
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        saved = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                json={"content": f"My locker code is {first}",
+                                      "title": f"Locker {first}", "tags": ["locker"]})
+        item_id = saved.json()["item_id"]
+        corrected = await http.post(f"{cmd}/v1/memories/{item_id}/correct", headers=ana.headers,
+                                    json={"base_revision": 1, "content": f"Code: {second}"})
+        assert corrected.status_code == 200, corrected.text
+        await eventually(lambda: _revision(http, rec, ana.headers, item_id, 2))
+        dump = pg_dump(stack_settings["DATABASE_URL"])
+        assert first.encode() in dump and second.encode() in dump  # the scan can see text
+
+        forgotten = await http.delete(f"{cmd}/v1/memories/{item_id}", headers=ana.headers)
+        assert forgotten.status_code == 200, forgotten.text
+        receipt = forgotten.json()["receipt"]
+        assert receipt["erased"] == [{"item_id": item_id, "revisions": 2}]
+        assert any("keystore" in w for w in receipt["where"])
+        again = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                json={"content": f"Code: {second}"})
+        assert again.status_code == 409 and "forgotten" in again.json()["detail"]
+        restore = await http.post(f"{cmd}/v1/memories/{item_id}/unarchive",
+                                  headers=ana.headers)
+        assert restore.status_code == 410
+
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        await eventually(lambda: conn.fetchval(
+            "SELECT 1 FROM memory.tombstones WHERE item_id = $1", item_id), what="tombstone")
+        assert await conn.fetchval("SELECT status FROM memory.items WHERE item_id = $1",
+                                   item_id) == "forgotten"
+    finally:
+        await conn.close()
+    async with httpx.AsyncClient(timeout=30) as http:
+        gone = await http.get(f"{rec}/v1/memories/{item_id}", headers=ana.headers)
+    assert gone.status_code == 404
+
+    dump = pg_dump(stack_settings["DATABASE_URL"])
+    assert first.encode() not in dump and second.encode() not in dump
+
+    # The broker's segment files, byte for byte (the dev stack's data folder).
+    kafka_data = devkafka.data_dir(resolve_state())
+    assert kafka_data.is_dir(), f"this test reads Kafka's segment files under {kafka_data}"
+    assert any(kafka_data.rglob("*.log")), "no segment files found"
+    for marker in (first, second):
+        assert files_containing(kafka_data, marker.encode()) == []
+
+    common = CommonSettings()
+    shadow = await recreate_database(common.database_url, f"engram_forget_{uuid.uuid4().hex[:8]}")
+    report = await replay(common.database_url, shadow, common.kafka_bootstrap_servers,
+                          MasterKey(load_master_key(common)), org_pattern=ana.org)
+    assert report.matches, "the replay must rebuild the live read model"
+    replayed = await asyncpg.connect(shadow)
+    try:
+        row = await replayed.fetchrow(
+            "SELECT status, content, title FROM memory.items WHERE item_id = $1", item_id)
+        assert dict(row) == {"status": "forgotten", "content": None, "title": None}
+        assert await replayed.fetchval(
+            "SELECT count(*) FROM memory.revisions WHERE item_id = $1 AND content IS NOT NULL",
+            item_id) == 0
+    finally:
+        await replayed.close()
+    dump = pg_dump(shadow)
+    assert first.encode() not in dump and second.encode() not in dump
+
+
+async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,
+                    revision: int) -> bool:
+    r = await http.get(f"{url}/v1/memories/{item_id}", headers=headers)
+    return r.status_code == 200 and r.json()["revision"] == revision
