@@ -26,7 +26,7 @@ def _docker_reachable() -> bool:
         import docker
 
         docker.from_env(timeout=2).ping()
-    except Exception:  # noqa: BLE001 (any failure means: no engine to use)
+    except Exception:
         return False
     return True
 

@@ -53,7 +53,7 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
     seq = 0
     for kind, a in sequence:
         item_id = ids[a["slot"] % len(ids)] if ids else "missing"
-        before = state.items[item_id] if item_id in state.items else None
+        before = state.items.get(item_id, None)
         before_rev, before_status = (before.revision, before.status) if before else (0, None)
         cmd = build(kind, a, item_id, state)
         ctx = make_context(is_agent=a["agent"])
