@@ -41,10 +41,6 @@ def org_scope(stream_id: str) -> tuple[str, str]:
     return org, scope
 
 
-def revision_of(event: Event) -> int | None:
-    return getattr(event, "revision", None)
-
-
 def touches_active(event: Event, status_before: str | None) -> bool:
     """Generations move on every change to active memory, as the writer counts them."""
     if isinstance(event, MemoryRemembered):
@@ -52,6 +48,29 @@ def touches_active(event: Event, status_before: str | None) -> bool:
     if isinstance(event, MemoryStatusChanged):
         return "active" in (event.status, event.previous)
     return status_before == "active"
+
+
+# Writes run grouped by query, in this order: each group only depends on earlier
+# groups (a copied revision on the one before it; the forget after everything).
+WRITE_ORDER = (
+    "insert_item",
+    "insert_revision",
+    "revise_item",
+    "copy_revision",
+    "pin_item",
+    "status_item",
+    "forget_item",
+    "forget_revisions",
+    "tombstone",
+)
+
+
+def status_after(event: Event, before: str | None) -> str | None:
+    if isinstance(event, MemoryRemembered | MemoryStatusChanged):
+        return event.status
+    if isinstance(event, MemoryForgotten):
+        return "forgotten"
+    return before
 
 
 def project(env: EventEnvelope, event: Event, opened: Opened) -> list[Write]:

@@ -1,7 +1,13 @@
-"""The projector's batch handler: decode -> guard -> open -> core.project -> SQL."""
+"""The projector's batch handler: decode -> guard -> open -> core.project -> SQL.
+
+A batch costs a handful of round trips whatever its size: the guard, the heads,
+the statuses and each kind of write go to Postgres as one statement each.
+"""
 
 from __future__ import annotations
 
+import json
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,13 +22,19 @@ from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.projector.core import Opened, org_scope, project, revision_of, touches_active
+from services.projector.core import (
+    WRITE_ORDER,
+    Opened,
+    org_scope,
+    project,
+    status_after,
+    touches_active,
+)
 
 log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
-
-
 DeadLetter = Callable[[Any, str], Awaitable[None]]
+Decoded = tuple[Any, EventEnvelope, Event]
 
 
 class EventProjector:
@@ -34,59 +46,46 @@ class EventProjector:
     async def handle_batch(
         self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
     ) -> None:
-        decoded = [(r, *self._decode(r)) for r in records]
-        await self._dead_letter([(r, err) for r, _, _, err in decoded if err])
-        good = [(r, env, ev) for r, env, ev, err in decoded if not err]
-        keys = await self._keys.get_many({s.key_id for _, _, ev in good for s in _sealed(ev)})
+        good: list[Decoded] = []
+        for record in records:
+            try:
+                env = EventEnvelope.model_validate_json(record.value or b"")
+                good.append((record, env, parse_event(env.type, env.schema_version, env.payload)))
+            except (ValidationError, KeyError, ValueError) as exc:
+                await self._dead_letter_one(record, f"undecodable event: {exc}")
+        fresh = await self._guard(conn, good)
+        if fresh:
+            await self._apply(conn, fresh)
+
+    async def _guard(self, conn: asyncpg.Connection, batch: list[Decoded]) -> list[Decoded]:
+        """Apply each (stream_id, seq) once; report gaps and conflicting duplicates."""
+        if not batch:
+            return []
+        columns = list(zip(*(_audit_row(env) for _, env, _ in batch), strict=True))
+        new = {r["event_id"] for r in await conn.fetch(Q["audit"], *columns)}
+        seen = [(r, env) for r, env, _ in batch if env.event_id not in new]
+        if seen:  # already applied (a replayed batch), unless another event holds the seq
+            held = {
+                (r["stream_id"], r["seq"]): r["event_id"]
+                for r in await conn.fetch(
+                    Q["audit_at"], [e.stream_id for _, e in seen], [e.seq for _, e in seen]
+                )
+            }
+            for record, env in seen:
+                if held.get((env.stream_id, env.seq)) != env.event_id:
+                    await self._anomaly(conn, "conflicting_duplicate", record, env, None)
+        fresh = [d for d in batch if d[1].event_id in new]
         heads = {
             r["stream_id"]: r["seq"]
-            for r in await conn.fetch(Q["heads"], list({env.stream_id for _, env, _ in good}))
+            for r in await conn.fetch(Q["heads"], list({env.stream_id for _, env, _ in fresh}))
         }
-        for record, env, event in good:
-            if await self._guard(conn, record, env, heads):
-                await self._apply(conn, env, event, keys)
-        for stream, seq in heads.items():
-            await conn.execute(Q["set_head"], stream, seq)
-
-    def _decode(self, record: Any) -> tuple[EventEnvelope | None, Event | None, str | None]:
-        try:
-            env = EventEnvelope.model_validate_json(record.value or b"")
-            return env, parse_event(env.type, env.schema_version, env.payload), None
-        except (ValidationError, KeyError, ValueError) as exc:
-            return None, None, f"undecodable event: {exc}"
-
-    async def _dead_letter(self, poison: list[tuple[Any, str | None]]) -> None:
-        for record, error in poison:
-            await self._dead_letter_one(record, error or "poison")
-
-    async def _guard(
-        self, conn: asyncpg.Connection, record: Any, env: EventEnvelope, heads: dict[str, int]
-    ) -> bool:
-        """Apply each (stream_id, seq) once; report gaps and conflicting duplicates."""
-        org, scope = org_scope(env.stream_id)
-        inserted = await conn.fetchval(
-            Q["audit"],
-            env.stream_id,
-            env.seq,
-            env.event_id,
-            env.type,
-            env.payload.get("item_id", ""),
-            org,
-            scope,
-            env.payload.get("revision"),
-            env.actor.model_dump_json(),
-            env.command_id,
-            env.occurred_at,
-        )
-        if inserted is None:
-            if await conn.fetchval(Q["audit_at"], env.stream_id, env.seq) != env.event_id:
-                await self._anomaly(conn, "conflicting_duplicate", record, env, None)
-            return False  # already applied: a replayed batch converges
-        expected = heads.get(env.stream_id, 0) + 1
-        if env.seq != expected:
-            await self._anomaly(conn, "gap", record, env, expected)
-        heads[env.stream_id] = max(env.seq, heads.get(env.stream_id, 0))
-        return True
+        for record, env, _ in fresh:
+            expected = heads.get(env.stream_id, 0) + 1
+            if env.seq != expected:
+                await self._anomaly(conn, "gap", record, env, expected)
+            heads[env.stream_id] = max(env.seq, heads.get(env.stream_id, 0))
+        await conn.executemany(Q["set_head"], list(heads.items()))
+        return fresh
 
     async def _anomaly(
         self,
@@ -104,6 +103,7 @@ class EventProjector:
             seq=env.seq,
             expected=expected,
             event_id=env.event_id,
+            topic=record.topic,
             partition=record.partition,
             offset=record.offset,
         )
@@ -119,27 +119,54 @@ class EventProjector:
             record.offset,
         )
 
-    async def _apply(
-        self, conn: asyncpg.Connection, env: EventEnvelope, event: Event, keys: dict[str, bytes]
-    ) -> None:
-        before = await conn.fetchval(Q["status_of"], event.item_id)
-        if touches_active(event, before):
-            await conn.execute(Q["bump_generation"], *org_scope(env.stream_id))
-        for write in project(env, event, _open(event, keys)):
-            await conn.execute(Q[write.query], *write.args)
-        if isinstance(event, MemoryForgotten):
-            await shred(conn, event.item_id)
-            self._keys.forget_cached(event.item_id)
-        log.debug(
-            "event_projected",
-            stream_id=env.stream_id,
-            seq=env.seq,
-            type=env.type,
-            revision=revision_of(event),
-        )
+    async def _apply(self, conn: asyncpg.Connection, batch: list[Decoded]) -> None:
+        keys = await self._keys.get_many({s.key_id for _, _, ev in batch for s in _sealed(ev)})
+        status: dict[str, str | None] = {
+            r["item_id"]: r["status"]
+            for r in await conn.fetch(Q["statuses"], list({ev.item_id for _, _, ev in batch}))
+        }
+        writes: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        generations: Counter[tuple[str, str]] = Counter()
+        forgotten: list[str] = []
+        for _, env, event in batch:
+            before = status.get(event.item_id)
+            if touches_active(event, before):
+                generations[org_scope(env.stream_id)] += 1
+            status[event.item_id] = status_after(event, before)
+            for write in project(env, event, _open(event, keys)):
+                writes[write.query].append(write.args)
+            if isinstance(event, MemoryForgotten):
+                forgotten.append(event.item_id)
+        for query in WRITE_ORDER:
+            if writes.get(query):
+                await conn.executemany(Q[query], writes[query])
+        if generations:
+            await conn.executemany(
+                Q["bump_generation"], [(org, scope, n) for (org, scope), n in generations.items()]
+            )
+        for item_id in forgotten:
+            await shred(conn, item_id)
+            self._keys.forget_cached(item_id)
 
 
-def _sealed(event: Event | None) -> list[Sealed]:
+def _audit_row(env: EventEnvelope) -> tuple[Any, ...]:
+    org, scope = org_scope(env.stream_id)
+    return (
+        env.stream_id,
+        env.seq,
+        env.event_id,
+        env.type,
+        env.payload.get("item_id", ""),
+        org,
+        scope,
+        env.payload.get("revision"),
+        json.dumps(env.actor.model_dump(mode="json")),
+        env.command_id,
+        env.occurred_at,
+    )
+
+
+def _sealed(event: Event) -> list[Sealed]:
     fields = (getattr(event, "content", None), getattr(event, "title", None))
     return [f for f in fields if isinstance(f, Sealed)]
 

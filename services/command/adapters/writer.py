@@ -8,6 +8,7 @@ events and replies. aiokafka has no KIP-447, hence one id per partition.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -89,16 +90,25 @@ class PartitionWriter:
 
     async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> Cleanup:
         """Decide a batch and commit it in one transaction; return the keys to clean up."""
+        t0 = time.perf_counter()
         decoded = [self._decode(r) for r in records]
         keys = await self._prepare_keys(decoded)
+        t1 = time.perf_counter()
         cleanup = Cleanup()
         async with self._producer.transaction():
             for d in decoded:
                 await self._handle(d, keys, cleanup)
+            t2 = time.perf_counter()
             tp = TopicPartition(topics.COMMANDS, self.partition)
             await self._producer.send_offsets_to_transaction(
                 {tp: records[-1].offset + 1}, self._group_id
             )
+            t3 = time.perf_counter()
+        t4 = time.perf_counter()
+        lag = time.time() * 1000 - records[0].timestamp
+        log.debug("batch_timing", n=len(records), keys_ms=round((t1 - t0) * 1000, 1),
+                 decide_ms=round((t2 - t1) * 1000, 1), offsets_ms=round((t3 - t2) * 1000, 1),
+                 commit_ms=round((t4 - t3) * 1000, 1), queue_ms=round(lag, 1))
         return cleanup
 
     def _decode(self, record: ConsumerRecord[bytes, bytes]) -> Decoded:

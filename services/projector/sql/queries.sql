@@ -1,12 +1,15 @@
 -- name: audit
+-- The (stream_id, seq) guard and the audit trail in one: returns the events that are new.
 INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision, actor,
                           command_id, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::int[], $9::jsonb[], $10::text[], $11::timestamptz[])
 ON CONFLICT DO NOTHING
 RETURNING event_id
 
 -- name: audit_at
-SELECT event_id FROM memory.audit WHERE stream_id = $1 AND seq = $2
+SELECT stream_id, seq, event_id FROM memory.audit
+WHERE (stream_id, seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))
 
 -- name: heads
 SELECT stream_id, seq FROM projector.stream_heads WHERE stream_id = ANY($1)
@@ -19,12 +22,12 @@ ON CONFLICT (stream_id) DO UPDATE SET seq = GREATEST(projector.stream_heads.seq,
 INSERT INTO projector.anomalies (kind, stream_id, expected, got, event_id, topic, partition, "offset")
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 
--- name: bump_generation
-INSERT INTO memory.generations (org, scope, generation) VALUES ($1, $2, 1)
-ON CONFLICT (org, scope) DO UPDATE SET generation = memory.generations.generation + 1
+-- name: statuses
+SELECT item_id, status FROM memory.items WHERE item_id = ANY($1)
 
--- name: status_of
-SELECT status FROM memory.items WHERE item_id = $1
+-- name: bump_generation
+INSERT INTO memory.generations (org, scope, generation) VALUES ($1, $2, $3)
+ON CONFLICT (org, scope) DO UPDATE SET generation = memory.generations.generation + $3
 
 -- name: insert_item
 INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, key, title, content,
@@ -47,15 +50,18 @@ FROM memory.revisions WHERE item_id = $1 AND revision = $2 - 1
 ON CONFLICT (item_id, revision) DO NOTHING
 
 -- name: revise_item
-UPDATE memory.items SET revision = $2, title = $3, content = $4, content_length = $5,
-                        updated_at = $6
+UPDATE memory.items SET revision = GREATEST(revision, $2), title = $3, content = $4,
+                        content_length = $5, updated_at = GREATEST(updated_at, $6)
 WHERE item_id = $1
 
 -- name: pin_item
-UPDATE memory.items SET revision = $2, pinned = $3, updated_at = $4 WHERE item_id = $1
+UPDATE memory.items SET revision = GREATEST(revision, $2), pinned = $3,
+                        updated_at = GREATEST(updated_at, $4)
+WHERE item_id = $1
 
 -- name: status_item
-UPDATE memory.items SET revision = $2, status = $3, superseded_by = $4, updated_at = $5
+UPDATE memory.items SET revision = GREATEST(revision, $2), status = $3, superseded_by = $4,
+                        updated_at = GREATEST(updated_at, $5)
 WHERE item_id = $1
 
 -- name: forget_item
