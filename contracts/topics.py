@@ -7,6 +7,7 @@ meets in one partition and therefore one writer.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from aiokafka.partitioner import murmur2
@@ -52,6 +53,7 @@ def stream_id(org: str, scope: str) -> str:
     return f"{org}/{scope}"
 
 
+@functools.lru_cache(maxsize=65_536)  # murmur2 is pure Python: cache per stream
 def partition_for(key: str, partitions: int) -> int:
     """Kafka's default partitioner (murmur2, positive, modulo), as Java clients do it."""
     return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions

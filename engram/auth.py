@@ -10,7 +10,6 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import jwt
 
@@ -99,12 +98,25 @@ class TokenVerifier:
         self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url) if settings.jwt_jwks_url else None
         self._public_key = settings.jwt_public_key
         self._secret = settings.jwt_secret
+        self._cache: dict[str, tuple[Principal, float]] = {}
         if not (self._jwks or self._public_key or self._secret):
             if settings.environment == "production":
                 raise RuntimeError("production needs ENGRAM_JWT_SECRET, _PUBLIC_KEY or _JWKS_URL")
             self._secret = dev_secret()
 
     def verify(self, token: str) -> Principal:
+        """Verify a token; a token seen before is answered from a small cache until it expires
+        (the writer sees the same caller's token on every command)."""
+        cached = self._cache.get(token)
+        if cached is not None and cached[1] > time.time():
+            return cached[0]
+        principal, expires = self._verify(token)
+        if len(self._cache) >= 10_000:
+            self._cache.clear()
+        self._cache[token] = (principal, expires)
+        return principal
+
+    def _verify(self, token: str) -> tuple[Principal, float]:
         try:
             claims = jwt.decode(
                 token,
@@ -116,7 +128,7 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid bearer token: {exc}") from exc
-        return Principal(
+        principal = Principal(
             org=str(claims["org"]),
             member=str(claims["sub"]),
             agent=claims.get("agent"),
@@ -124,6 +136,7 @@ class TokenVerifier:
             project=claims.get("project"),
             roles=tuple(claims.get("roles", ())),
         )
+        return principal, float(claims["exp"])
 
     def _key(self, token: str) -> object:
         if self._jwks:
@@ -159,7 +172,3 @@ def mint_token(
         if value:
             claims[name] = value
     return jwt.encode(claims, secret, algorithm="HS256")
-
-
-def read_secret_file(path: Path) -> str:
-    return path.read_text().strip()

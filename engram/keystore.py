@@ -11,6 +11,17 @@ from engram.crypto import KeyMissingError, MasterKey
 from engram.db import migrate
 
 SQL_DIR = Path(__file__).parent / "sql"
+ENSURE = """
+WITH made AS (
+    INSERT INTO keystore.data_keys (key_id, org, wrapped)
+    SELECT k, o, w FROM unnest($1::text[], $2::text[], $3::bytea[]) AS t(k, o, w)
+    WHERE NOT EXISTS (SELECT 1 FROM keystore.shredded s WHERE s.key_id = t.k)
+    ON CONFLICT (key_id) DO NOTHING
+    RETURNING key_id, wrapped)
+SELECT key_id, wrapped FROM made
+UNION ALL
+SELECT key_id, wrapped FROM keystore.data_keys WHERE key_id = ANY($4)
+"""
 
 
 async def migrate_keystore(dsn: str) -> None:
@@ -28,20 +39,37 @@ class KeyStore:
     def master(self) -> MasterKey:
         return self._master
 
+    async def ensure(self, create: list[tuple[str, str]], fetch: set[str]) -> dict[str, bytes]:
+        """Create keys for ``(key_id, org)`` pairs and fetch others, in one round trip.
+
+        An existing key is reused (a replayed command must seal with the first key), and a
+        shredded id never gets a new one: its old ciphertext must stay unreadable."""
+        wanted = {k for k, _ in create} | set(fetch)
+        missing = [k for k in wanted if k not in self._cache]
+        if missing:
+            fresh = [
+                (k, org, self._master.wrap(k, self._master.new_data_key()))
+                for k, org in create
+                if k not in self._cache
+            ]
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(
+                    ENSURE,
+                    [r[0] for r in fresh],
+                    [r[1] for r in fresh],
+                    [r[2] for r in fresh],
+                    missing,
+                )
+            for row in rows:
+                self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
+        return {k: self._cache[k] for k in wanted if k in self._cache}
+
     async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
-        """Create data keys for ``(key_id, org)`` pairs; an existing key is reused."""
-        fresh = {key_id: self._master.new_data_key() for key_id, _ in keys}
-        rows = [(k, org, self._master.wrap(k, fresh[k])) for k, org in keys]
-        async with self._pool.acquire() as conn:
-            # A shredded id is never given a new key: old ciphertext must stay unreadable.
-            await conn.executemany(
-                "INSERT INTO keystore.data_keys (key_id, org, wrapped) SELECT $1, $2, $3 "
-                "WHERE NOT EXISTS (SELECT 1 FROM keystore.shredded WHERE key_id = $1) "
-                "ON CONFLICT (key_id) DO NOTHING",
-                rows,
-            )
-        # Re-read: on a replayed command the first key written must win.
-        return await self.get_many(set(fresh))
+        return await self.ensure(keys, set())
+
+    async def get_many(self, key_ids: set[str]) -> dict[str, bytes]:
+        """Fetch many keys in one round trip; missing (shredded) ones are left out."""
+        return await self.ensure([], key_ids)
 
     async def get(self, key_id: str) -> bytes:
         if key_id in self._cache:
@@ -56,18 +84,6 @@ class KeyStore:
         key = self._master.unwrap(key_id, wrapped)
         self._remember(key_id, key)
         return key
-
-    async def get_many(self, key_ids: set[str]) -> dict[str, bytes]:
-        """Fetch many keys in one round trip; missing (shredded) ones are left out."""
-        missing = [k for k in key_ids if k not in self._cache]
-        if missing:
-            async with self._pool.acquire() as conn:
-                rows = await conn.fetch(
-                    "SELECT key_id, wrapped FROM keystore.data_keys WHERE key_id = ANY($1)", missing
-                )
-            for row in rows:
-                self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
-        return {k: self._cache[k] for k in key_ids if k in self._cache}
 
     async def discard(self, key_ids: list[str]) -> None:
         """Drop keys made for commands that were rejected (nothing was sealed for good)."""

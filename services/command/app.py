@@ -45,6 +45,7 @@ def create_app(
         keystore = KeyStore(pool, MasterKey(load_master_key(common)))
         verifier = TokenVerifier(common)
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
+        reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
 
         def make_writer(partition: int) -> PartitionWriter:
@@ -56,6 +57,7 @@ def create_app(
                 verifier,
                 restorer,
                 partitions,
+                reply_partitions,
             )
 
         processor = CommandProcessor(

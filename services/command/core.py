@@ -6,6 +6,7 @@ deterministic and the writer decides the same way on every replica.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from services.command.state import Item, StreamState
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
 
+@functools.lru_cache(maxsize=65_536)  # asked several times per command on the hot path
 def new_item_id(command_id: str) -> str:
     """Deterministic: a command retried after a crash names the same item (and key)."""
     return str(uuid.uuid5(ITEM_NAMESPACE, command_id))

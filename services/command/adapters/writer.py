@@ -65,6 +65,7 @@ class PartitionWriter:
         verifier: TokenVerifier,
         restorer: Restorer,
         partitions: int,
+        reply_partitions: int,
     ) -> None:
         self.partition = partition
         self._group_id = group_id
@@ -72,6 +73,7 @@ class PartitionWriter:
         self._verifier = verifier
         self._restorer = restorer
         self._partitions = partitions
+        self._reply_partitions = reply_partitions
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             transactional_id=f"engram-command-{partition}",
@@ -106,9 +108,15 @@ class PartitionWriter:
             t3 = time.perf_counter()
         t4 = time.perf_counter()
         lag = time.time() * 1000 - records[0].timestamp
-        log.debug("batch_timing", n=len(records), keys_ms=round((t1 - t0) * 1000, 1),
-                 decide_ms=round((t2 - t1) * 1000, 1), offsets_ms=round((t3 - t2) * 1000, 1),
-                 commit_ms=round((t4 - t3) * 1000, 1), queue_ms=round(lag, 1))
+        log.debug(
+            "batch_timing",
+            n=len(records),
+            keys_ms=round((t1 - t0) * 1000, 1),
+            decide_ms=round((t2 - t1) * 1000, 1),
+            offsets_ms=round((t3 - t2) * 1000, 1),
+            commit_ms=round((t4 - t3) * 1000, 1),
+            queue_ms=round(lag, 1),
+        )
         return cleanup
 
     def _decode(self, record: ConsumerRecord[bytes, bytes]) -> Decoded:
@@ -138,9 +146,7 @@ class PartitionWriter:
                 if state and (same := state.active_by_key(key)):
                     existing.add(same.item_id)
             existing |= sealed_key_ids(env.payload)
-        keys = await self._keys.create_many(new) if new else {}
-        keys.update(await self._keys.get_many(existing))
-        return keys
+        return await self._keys.ensure(new, existing)
 
     async def _handle(self, d: Decoded, keys: dict[str, bytes], cleanup: Cleanup) -> None:
         if d.envelope is None:
@@ -263,8 +269,13 @@ class PartitionWriter:
         return envelope.event_id
 
     async def _reply(self, reply: CommandReply) -> None:
+        # Reply readers scan every reply partition, so any one will do: ours avoids
+        # hashing each command id.
         await self._producer.send(
-            topics.REPLIES, reply.model_dump_json().encode(), key=reply.command_id.encode()
+            topics.REPLIES,
+            reply.model_dump_json().encode(),
+            key=reply.command_id.encode(),
+            partition=self.partition % self._reply_partitions,
         )
 
     async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], error: str) -> None:
