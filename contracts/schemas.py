@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from contracts import envelope, recall
+from contracts.conversations import ConversationTurn
 from contracts.commands import COMMANDS
 from contracts.events import EVENTS
 
@@ -31,18 +32,15 @@ def messages() -> dict[str, type[BaseModel]]:
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}
-    try:
-        from contracts.conversations import ConversationTurn
-    except ImportError:  # the extractor's contract may not exist yet
-        pass
-    else:
-        found["ConversationTurn"] = ConversationTurn
+    found["ConversationTurn"] = ConversationTurn
     return found
 
 
 def rendered() -> dict[str, str]:
-    return {f"{name}.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
-            for name, model in sorted(messages().items())}
+    return {
+        f"{name}.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+        for name, model in sorted(messages().items())
+    }
 
 
 def write(directory: Path = SCHEMA_DIR) -> list[str]:
