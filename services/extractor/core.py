@@ -26,8 +26,8 @@ MIN_EVIDENCE_WORDS = 2
 # Never change: command ids (and so item ids) of proposals derive from it.
 NAMESPACE = uuid.UUID("6f1c3a52-8a0e-4c47-9d59-2f0d7b1e5a11")
 
-# How a turn was handled, as recorded per turn. "rules-fallback" means the AI
-# failed for good and the rules stood in: a re-driven turn may try the AI again.
+# How a turn was handled, as recorded per turn. "rules-fallback": the AI failed
+# for good and the rules stood in (the turn is also dead-lettered, for the record).
 Method = Literal["rules", "ai", "rules-fallback"]
 
 QUOTES = str.maketrans(
@@ -79,13 +79,6 @@ def _acceptable(candidate: Candidate, message: str) -> bool:
         and not gives_access(text)
         and not gives_access(candidate.evidence)
     )
-
-
-def should_extract(previous: Method | None, ai_ready: bool) -> bool:
-    """A turn is handled once; only a rules fallback may be retried, and only with the AI."""
-    if previous is None:
-        return True
-    return previous == "rules-fallback" and ai_ready
 
 
 def command_id(stream_id: str, turn_id: str, method: Method, index: int) -> str:

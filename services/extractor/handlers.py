@@ -27,7 +27,7 @@ from engram.logging import get_logger
 from engram.tracking import PoisonMessageError, TrackedFollower
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.core import Candidate, Method, proposals, select, should_extract
+from services.extractor.core import Candidate, Method, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted
 from services.extractor.rules import rule_candidates
 
@@ -81,7 +81,7 @@ class TurnExtractor:
             partition=record.partition,
             offset=record.offset,
         )
-        if failure:  # visible and re-drivable; the rules already stood in
+        if failure:  # on record where operators look; the rules already stood in
             await _dead_letter(self.follower, record, failure)
 
     def _admit(self, record: Any) -> tuple[ConversationTurn, Principal, str]:
@@ -97,8 +97,9 @@ class TurnExtractor:
             raise PoisonMessageError(f"turn {turn.turn_id} has no usable token: {exc}") from exc
 
     async def _pending(self, conn: asyncpg.Connection, org: str, turn: ConversationTurn) -> bool:
-        previous = await conn.fetchval(Q["turn_method"], org, turn.turn_id)
-        if not should_extract(previous, self._ai is not None):
+        # Handled once, whatever the method: a turn read again (a replay, a repeated
+        # publish, a re-drive of a fallback's dead letter) must not spend AI budget twice.
+        if await conn.fetchval(Q["turn_method"], org, turn.turn_id) is not None:
             return _skip("already_handled", turn)
         # Forgetting an item suppresses extraction from the messages it came from.
         if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):

@@ -20,7 +20,6 @@ from services.extractor.core import (
     evidence_ok,
     proposals,
     select,
-    should_extract,
 )
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
@@ -120,23 +119,6 @@ def test_the_turn_id_is_not_repeated_in_sources() -> None:
     )[0]
     assert envelope.payload["sources"] == ["turn-1", "msg-1"]
     assert envelope.payload["tags"] == ["extracted", "ai"]
-
-
-@pytest.mark.parametrize(
-    ("previous", "ai_ready", "expected"),
-    [
-        (None, False, True),
-        (None, True, True),
-        ("rules", True, False),
-        ("ai", True, False),
-        ("rules-fallback", False, False),
-        ("rules-fallback", True, True),
-    ],
-)
-def test_a_turn_is_handled_once_unless_the_ai_may_retry_a_fallback(
-    previous: str | None, ai_ready: bool, expected: bool
-) -> None:
-    assert should_extract(previous, ai_ready) is expected  # type: ignore[arg-type]
 
 
 def test_backoff_doubles_with_jitter_and_respects_retry_after_and_cap() -> None:
