@@ -1,0 +1,567 @@
+"""The extractor against the real Kafka and Postgres: turns in, candidate commands out.
+
+Each test runs the service in-process (its FastAPI lifespan: migrations, both
+followers, the producer) under its own consumer groups and a fresh org. Tests
+that must control every record the service reads use private input topics;
+their output is always the real ``engram.commands`` / ``engram.dlq.extractor``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from fastapi import FastAPI
+
+from contracts import topics
+from contracts.conversations import ConversationTurn
+from contracts.envelope import CommandEnvelope
+from engram.kafka import partition_count
+from engram.settings import CommonSettings
+from services.extractor.app import create_app
+from services.extractor.core import command_id
+from services.extractor.settings import ExtractorSettings
+from tests.conftest import Caller, caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+DEADLINE = 60.0
+Json = dict[str, Any]
+
+
+# --- running the service -------------------------------------------------------------
+
+
+def settings_for(**fields: Any) -> ExtractorSettings:
+    run = uuid.uuid4().hex[:10]
+    return ExtractorSettings(
+        group_id=f"test-extractor-{run}", events_group_id=f"test-extractor-events-{run}", **fields
+    )
+
+
+@asynccontextmanager
+async def running(
+    settings: ExtractorSettings, today: Callable[[], date] | None = None
+) -> AsyncIterator[FastAPI]:
+    app = create_app(settings, CommonSettings(), **({"today": today} if today else {}))
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+async def start_at_end(stack: dict[str, str], group: str, topic: str) -> None:
+    """A new group on a shared topic starts after what is there, not at offset 0."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=stack["KAFKA_BOOTSTRAP_SERVERS"])
+    await consumer.start()
+    try:
+        parts = await partition_count(stack["KAFKA_BOOTSTRAP_SERVERS"], topic)
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(parts)])
+    finally:
+        await consumer.stop()
+    conn = await asyncpg.connect(stack["DATABASE_URL"])
+    try:
+        await conn.executemany(
+            "INSERT INTO extractor.offsets (consumer, topic, partition, next_offset) "
+            "VALUES ($1, $2, $3, $4)",
+            [(group, topic, tp.partition, offset) for tp, offset in ends.items()],
+        )
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def private_topics(stack_settings: dict[str, str]) -> AsyncIterator[tuple[str, str]]:
+    """Fresh conversation and event topics (4 partitions, like the real ones)."""
+    base = f"test.extractor.{uuid.uuid4().hex[:10]}"
+    names = (f"{base}.conversations", f"{base}.events")
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, 4, 1) for n in names])
+        yield names
+        await admin.delete_topics(list(names))
+    finally:
+        await admin.close()
+
+
+# --- Kafka in and out -----------------------------------------------------------------
+
+
+class Watch:
+    """Reads a topic from where it ended when the watch began."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._bootstrap, self._topic = bootstrap, topic
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self.values: list[bytes] = []
+
+    async def __aenter__(self) -> Watch:
+        await self._consumer.start()
+        parts = await partition_count(self._bootstrap, self._topic)
+        tps = [TopicPartition(self._topic, p) for p in range(parts)]
+        self._consumer.assign(tps)
+        for tp, offset in (await self._consumer.end_offsets(tps)).items():
+            self._consumer.seek(tp, offset)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._consumer.stop()
+
+    async def read(self) -> list[bytes]:
+        for records in (await self._consumer.getmany(timeout_ms=100)).values():
+            self.values.extend(r.value or b"" for r in records)
+        return self.values
+
+
+async def commands_of(watch: Watch, org: str) -> list[CommandEnvelope]:
+    envelopes = [CommandEnvelope.model_validate_json(v) for v in await watch.read()]
+    return [e for e in envelopes if e.stream_id.startswith(f"{org}/")]
+
+
+async def proposed(watch: Watch, org: str, ids: set[str]) -> dict[str, CommandEnvelope] | None:
+    """The proposals with these command ids, once all have arrived."""
+    found = {e.command_id: e for e in await commands_of(watch, org) if e.command_id in ids}
+    return found if set(found) == ids else None
+
+
+async def dead_letters(watch: Watch, marker: str) -> list[Json]:
+    """One letter per failed record. Dead letters are at least once: a record read
+    again before its offset was stored is lettered again, and that is fine."""
+    letters = [json.loads(v) for v in await watch.read()]
+    mine = (d for d in letters if marker in (d.get("value") or ""))
+    return list({(d["topic"], d["partition"], d["offset"]): d for d in mine}.values())
+
+
+async def publish(bootstrap: str, topic: str, *records: tuple[bytes, bytes]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+def turn(who: Caller, turn_id: str, message: str, **fields: Any) -> tuple[bytes, bytes]:
+    """A turn record keyed by its run id, so one run's turns stay in order."""
+    body = ConversationTurn(
+        turn_id=turn_id,
+        run_id="run-1",
+        token=who.token,
+        user_message=message,
+        assistant_message="Noted.",
+        completed_at=datetime.now(UTC),
+        **fields,
+    )
+    return b"run-1", body.model_dump_json().encode()
+
+
+def ids(stream: str, turn_id: str, method: str, count: int) -> set[str]:
+    return {command_id(stream, turn_id, method, i) for i in range(count)}  # type: ignore[arg-type]
+
+
+async def turn_row(stack: dict[str, str], org: str, turn_id: str) -> asyncpg.Record | None:
+    conn = await asyncpg.connect(stack["DATABASE_URL"])
+    try:
+        return await conn.fetchrow(
+            "SELECT method, proposals FROM extractor.turns WHERE org = $1 AND turn_id = $2",
+            org,
+            turn_id,
+        )
+    finally:
+        await conn.close()
+
+
+# --- rules ---------------------------------------------------------------------------
+
+
+async def test_a_completed_turn_proposes_candidates_on_engram_commands(
+    stack_settings: dict[str, str],
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    ana = caller()
+    settings = settings_for()
+    await start_at_end(stack_settings, settings.group_id, topics.CONVERSATIONS)
+    await start_at_end(stack_settings, settings.events_group_id, topics.EVENTS)
+    message = "Remember that I prefer short answers. Can you fix the bug? My timezone is CET."
+    first = turn(ana, "t-1", message, sources=("msg-1",))
+    private, shared = f"{ana.org}/member:ana", f"{ana.org}/shared"
+    expected = ids(private, "t-1", "rules", 2)
+
+    async with Watch(bootstrap, topics.COMMANDS) as commands, running(settings) as app:
+        await publish(bootstrap, topics.CONVERSATIONS, first)
+        got = await eventually(lambda: proposed(commands, ana.org, expected), deadline=DEADLINE)
+
+        by_content = {e.payload["content"]: e for e in got.values()}
+        assert set(by_content) == {"I prefer short answers.", "My timezone is CET."}
+        for envelope in got.values():
+            assert envelope.type == "RememberMemory"
+            assert envelope.stream_id == private
+            assert envelope.token == ana.token
+            assert envelope.payload["candidate"] is True
+            assert envelope.payload["sources"] == ["t-1", "msg-1"]
+            assert envelope.payload["user_message"] == message
+        assert by_content["I prefer short answers."].payload["kind"] == "preference"
+        assert by_content["My timezone is CET."].payload["kind"] == "fact"
+
+        # The same turn again, then a shared-scope turn of the same run: once the
+        # second is proposed, the repeat has been read, and it proposed nothing new.
+        second = turn(ana, "t-2", "We decided to ship on Tuesdays.", scope="shared")
+        await publish(bootstrap, topics.CONVERSATIONS, first, second)
+        await eventually(
+            lambda: proposed(commands, ana.org, ids(shared, "t-2", "rules", 1)), deadline=DEADLINE
+        )
+        all_ids = {e.command_id for e in await commands_of(commands, ana.org)}
+        assert all_ids == expected | ids(shared, "t-2", "rules", 1)
+        row = await eventually(lambda: turn_row(stack_settings, ana.org, "t-1"))
+        assert (row["method"], row["proposals"]) == ("rules", 2)
+
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extractor") as http:
+            health = await http.get("/health")
+        assert health.status_code == 200, health.text
+        assert health.json()["ai"] == "off" and health.json()["turns"]["applied"] >= 3
+
+
+# --- suppression ---------------------------------------------------------------------
+
+
+def event(stream: str, seq: int, type_: str, payload: Json) -> tuple[bytes, bytes]:
+    org, _, member = stream.partition("/member:")
+    envelope = {
+        "event_id": str(uuid.uuid4()),
+        "type": type_,
+        "schema_version": 1,
+        "stream_id": stream,
+        "seq": seq,
+        "command_id": str(uuid.uuid4()),
+        "occurred_at": datetime.now(UTC).isoformat(),
+        "actor": {"org": org, "member": member},
+        "payload": payload,
+    }
+    return stream.encode(), json.dumps(envelope).encode()
+
+
+def remembered(stream: str, seq: int, item_id: str, sources: list[str]) -> tuple[bytes, bytes]:
+    sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
+    return event(
+        stream,
+        seq,
+        "MemoryRemembered",
+        {
+            "item_id": item_id,
+            "scope": stream.split("/", 1)[1],
+            "kind": "preference",
+            "status": "candidate",
+            "content": sealed,
+            "sources": sources,
+            "content_hash": "h",
+            "content_length": 10,
+        },
+    )
+
+
+async def suppression(stack: dict[str, str], org: str) -> dict[str, bool] | None:
+    conn = await asyncpg.connect(stack["DATABASE_URL"])
+    try:
+        rows = await conn.fetch(
+            "SELECT source_id, bool_or(suppressed) AS s FROM extractor.sources "
+            "WHERE org = $1 GROUP BY source_id",
+            org,
+        )
+    finally:
+        await conn.close()
+    return {r["source_id"]: r["s"] for r in rows} or None
+
+
+async def test_a_forgotten_items_sources_yield_no_proposals(
+    stack_settings: dict[str, str], private_topics: tuple[str, str]
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    conversations, events = private_topics
+    ana = caller()
+    stream = f"{ana.org}/member:ana"
+    forgotten, live = str(uuid.uuid4()), str(uuid.uuid4())
+    settings = settings_for(conversations_topic=conversations, events_topic=events)
+    message = "I prefer short answers."
+
+    async with Watch(bootstrap, topics.COMMANDS) as commands, running(settings):
+        await publish(
+            bootstrap,
+            events,
+            remembered(stream, 1, forgotten, ["turn-a", "msg-7"]),
+            event(stream, 2, "MemoryForgotten", {"item_id": forgotten, "revisions": 1}),
+            remembered(stream, 3, live, ["msg-9"]),
+        )
+        expected = {"turn-a": True, "msg-7": True, forgotten: True, "msg-9": False}
+        await eventually(
+            lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
+        )
+        await publish(
+            bootstrap,
+            conversations,
+            turn(ana, "turn-a", message),  # the forgotten item's own source turn
+            turn(ana, "turn-b", message, sources=("msg-7",)),  # shares a source
+            turn(ana, "turn-c", message, sources=(forgotten,)),  # recalled the item
+            turn(ana, "turn-d", message, sources=("msg-9",)),  # a live item's source
+        )
+        await eventually(
+            lambda: proposed(commands, ana.org, ids(stream, "turn-d", "rules", 1)),
+            deadline=DEADLINE,
+        )
+        sources = {e.payload["sources"][0] for e in await commands_of(commands, ana.org)}
+        assert sources == {"turn-d"}
+        assert await turn_row(stack_settings, ana.org, "turn-a") is None
+
+
+async def _equal(probe: Any, expected: Json) -> bool:
+    return await probe == expected
+
+
+# --- bad input -----------------------------------------------------------------------
+
+
+async def test_poison_turns_and_events_land_on_the_dead_letter_topic(
+    stack_settings: dict[str, str], private_topics: tuple[str, str]
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    conversations, events = private_topics
+    marker = uuid.uuid4().hex
+    ana = caller()
+    forged = Caller(ana.org, "ana", ana.token[:-4] + "AAAA")
+    settings = settings_for(conversations_topic=conversations, events_topic=events)
+
+    async with Watch(bootstrap, topics.dead_letter_topic("extractor")) as dlq, running(settings):
+        await publish(
+            bootstrap,
+            conversations,
+            (b"k", f"not json {marker}".encode()),
+            turn(forged, f"forged-{marker}", "I prefer tea."),
+            turn(ana, f"agentless-{marker}", "I prefer tea.", scope="agent"),
+            turn(ana, f"fine-{marker}", "I prefer tea."),
+        )
+        await publish(bootstrap, events, (b"k", f"{{broken event {marker}".encode()))
+        letters = await eventually(
+            lambda: _at_least(dead_letters(dlq, marker), 4), deadline=DEADLINE
+        )
+
+        # The good turn after the bad ones is still handled: the service kept going.
+        await eventually(
+            lambda: turn_row(stack_settings, ana.org, f"fine-{marker}"), deadline=DEADLINE
+        )
+
+    errors = sorted(d["error"] for d in letters)
+    assert len(letters) == 4, letters
+    assert {d["topic"] for d in letters} == {conversations, events}
+    assert any(e.startswith("undecodable conversation turn") for e in errors)
+    assert any("no usable token" in e and "invalid bearer token" in e for e in errors)
+    assert any("grants no 'agent' scope" in e for e in errors)
+    assert any(e.startswith("undecodable event") for e in errors)
+
+
+async def _at_least(probe: Any, count: int) -> Any:
+    found = await probe
+    return found if len(found) >= count else None
+
+
+# --- the OpenAI-compatible path ------------------------------------------------------
+
+
+Scripted = tuple[int, dict[str, str], Json]
+
+
+class ChatServer:
+    """A real OpenAI-compatible endpoint on localhost, answering from a script."""
+
+    def __init__(self, *script: Scripted) -> None:
+        self.requests: list[Json] = []
+        self._script = list(script)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _next(self) -> Scripted:
+        return self._script.pop(0) if len(self._script) > 1 else self._script[0]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                auth = self.headers.get("authorization")
+                server.requests.append({"path": self.path, "auth": auth, "body": body})
+                status, headers, payload = server._next()
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for name, value in {**headers, "content-type": "application/json"}.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        return Handler
+
+
+def chat_reply(candidates: list[Json]) -> Scripted:
+    content = json.dumps({"candidates": candidates})
+    return (
+        200,
+        {},
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]},
+    )
+
+
+def ai_settings(
+    server: ChatServer, conversations: str, events: str, **more: Any
+) -> ExtractorSettings:
+    return settings_for(
+        conversations_topic=conversations,
+        events_topic=events,
+        MEMORY_EXTRACTION_URL=server.url,
+        MEMORY_EXTRACTION_MODEL="tiny-extractor",
+        MEMORY_AI_API_KEY="test-key",
+        ai_backoff_seconds=0.01,
+        **more,
+    )
+
+
+@pytest.fixture
+async def budget_day(stack_settings: dict[str, str]) -> AsyncIterator[date]:
+    """A day of its own for the budget row, so tests never spend (or see) today's."""
+    day = date(2200, 1, 1) + timedelta(days=uuid.uuid4().int % 300_000)
+    yield day
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        await conn.execute("DELETE FROM extractor.ai_budget WHERE day = $1", day)
+    finally:
+        await conn.close()
+
+
+async def used_on(stack: dict[str, str], day: date) -> int | None:
+    conn = await asyncpg.connect(stack["DATABASE_URL"])
+    try:
+        return await conn.fetchval("SELECT used FROM extractor.ai_budget WHERE day = $1", day)
+    finally:
+        await conn.close()
+
+
+async def test_ai_candidates_need_evidence_and_survive_a_429_within_the_budget(
+    stack_settings: dict[str, str], private_topics: tuple[str, str], budget_day: date
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    ana = caller()
+    stream = f"{ana.org}/member:ana"
+    message = "I prefer short answers. My timezone is CET."
+    script = chat_reply(
+        [
+            {
+                "content": "Prefers short answers.",
+                "kind": "preference",
+                "evidence": "I prefer short answers",
+            },
+            {"content": "Lives in Paris.", "kind": "fact", "evidence": "I live in Paris"},
+            {"content": "Works in CET.", "kind": "fact", "evidence": "my timezone is  CET"},
+            {
+                "content": "Key sk-abcdefghijklmnopqrstuv",
+                "kind": "fact",
+                "evidence": "I prefer short answers",
+            },
+        ]
+    )
+    with ChatServer((429, {"Retry-After": "0"}, {"error": "slow down"}), script) as server:
+        # A budget of two: the 429 and its retry. The next turn finds none left.
+        settings = ai_settings(server, *private_topics, MEMORY_AI_DAILY_REQUEST_LIMIT=2)
+        async with (
+            Watch(bootstrap, topics.COMMANDS) as commands,
+            running(settings, today=lambda: budget_day),
+        ):
+            await publish(bootstrap, private_topics[0], turn(ana, "ai-1", message))
+            got = await eventually(
+                lambda: proposed(commands, ana.org, ids(stream, "ai-1", "ai", 2)),
+                deadline=DEADLINE,
+            )
+            assert sorted(e.payload["content"] for e in got.values()) == [
+                "Prefers short answers.",
+                "Works in CET.",
+            ]
+            assert all(e.payload["tags"] == ["extracted", "ai"] for e in got.values())
+            assert all(e.payload["candidate"] is True for e in got.values())
+
+            await publish(bootstrap, private_topics[0], turn(ana, "ai-2", "I like green tea."))
+            [rules] = (
+                await eventually(
+                    lambda: proposed(commands, ana.org, ids(stream, "ai-2", "rules", 1)),
+                    deadline=DEADLINE,
+                )
+            ).values()
+            assert rules.payload["content"] == "I like green tea."
+            # Recorded with the offset, once the batch commits.
+            row = await eventually(
+                lambda: turn_row(stack_settings, ana.org, "ai-2"), deadline=DEADLINE
+            )
+
+    assert len(server.requests) == 2
+    first = server.requests[0]
+    assert first["path"] == "/v1/chat/completions"
+    assert first["auth"] == "Bearer test-key"
+    assert first["body"]["model"] == "tiny-extractor"
+    assert first["body"]["messages"][-1] == {"role": "user", "content": message}
+    assert await used_on(stack_settings, budget_day) == 2
+    assert row["method"] == "rules"
+
+
+async def test_a_failing_ai_falls_back_to_the_rules_and_dead_letters_the_turn(
+    stack_settings: dict[str, str], private_topics: tuple[str, str], budget_day: date
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    ana = caller()
+    stream = f"{ana.org}/member:ana"
+    turn_id = f"down-{uuid.uuid4().hex}"
+    with ChatServer((503, {}, {"error": "overloaded"})) as server:
+        settings = ai_settings(server, *private_topics, ai_max_retries=2)
+        async with (
+            Watch(bootstrap, topics.COMMANDS) as commands,
+            Watch(bootstrap, topics.dead_letter_topic("extractor")) as dlq,
+            running(settings, today=lambda: budget_day),
+        ):
+            await publish(bootstrap, private_topics[0], turn(ana, turn_id, "I prefer tea."))
+            [proposal] = (
+                await eventually(
+                    lambda: proposed(commands, ana.org, ids(stream, turn_id, "rules", 1)),
+                    deadline=DEADLINE,
+                )
+            ).values()
+            [letter] = await eventually(lambda: dead_letters(dlq, turn_id), deadline=DEADLINE)
+            row = await eventually(
+                lambda: turn_row(stack_settings, ana.org, turn_id), deadline=DEADLINE
+            )
+
+    assert proposal.payload["content"] == "I prefer tea."
+    assert "AI extraction failed" in letter["error"] and "HTTP 503" in letter["error"]
+    assert len(server.requests) == 3  # the first try and two retries
+    assert row["method"] == "rules-fallback"
