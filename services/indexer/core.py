@@ -90,11 +90,22 @@ def fold(state: Tracked | None, event: Event, org: str, scope: str) -> Tracked:
     if revision <= base.revision:
         return base
     if isinstance(event, MemoryRemembered):
-        return replace(base, status=event.status, revision=revision, text_revision=revision,
-                       content=event.content, title=event.title)
+        return replace(
+            base,
+            status=event.status,
+            revision=revision,
+            text_revision=revision,
+            content=event.content,
+            title=event.title,
+        )
     if isinstance(event, MemoryRevised):
-        return replace(base, revision=revision, text_revision=revision,
-                       content=event.content, title=event.title)
+        return replace(
+            base,
+            revision=revision,
+            text_revision=revision,
+            content=event.content,
+            title=event.title,
+        )
     if isinstance(event, MemoryStatusChanged):
         return replace(base, revision=revision, status=event.status)
     if isinstance(event, MemoryPinned):

@@ -38,15 +38,27 @@ ORG, SCOPE = "acme", "member:ana"
 
 
 def remembered(status: str = "active", text: str = "The trip budget is 1500 EUR.") -> Event:
-    return MemoryRemembered(item_id="m1", scope=SCOPE, kind="fact", status=status,
-                            content=plain_seal("m1", text), content_hash="h",
-                            content_length=len(text))
+    return MemoryRemembered(
+        item_id="m1",
+        scope=SCOPE,
+        kind="fact",
+        status=status,
+        content=plain_seal("m1", text),
+        content_hash="h",
+        content_length=len(text),
+    )
 
 
 def revised(revision: int, text: str) -> Event:
-    return MemoryRevised(item_id="m1", revision=revision, base_revision=revision - 1,
-                         reason="corrected", content=plain_seal("m1", text), content_hash="h2",
-                         content_length=len(text))
+    return MemoryRevised(
+        item_id="m1",
+        revision=revision,
+        base_revision=revision - 1,
+        reason="corrected",
+        content=plain_seal("m1", text),
+        content_hash="h2",
+        content_length=len(text),
+    )
 
 
 def status(revision: int, to: str, previous: str = "active") -> Event:
@@ -62,6 +74,7 @@ def folded(*events: Event) -> Tracked:
 
 
 # -- fold: the indexer's own view of an item ---------------------------------------------------
+
 
 def test_an_active_remember_is_tracked_with_its_sealed_text_at_revision_one() -> None:
     state = folded(remembered())
@@ -80,17 +93,23 @@ def test_a_replayed_or_older_event_changes_nothing() -> None:
 
 
 def test_forget_drops_the_sealed_text_and_nothing_after_it_counts() -> None:
-    state = folded(remembered(), MemoryForgotten(item_id="m1", revisions=1),
-                   revised(2, "back again"), status(3, "active"))
+    state = folded(
+        remembered(),
+        MemoryForgotten(item_id="m1", revisions=1),
+        revised(2, "back again"),
+        status(3, "active"),
+    )
     assert state.status == "forgotten"
     assert (state.content, state.title, state.text_revision) == (None, None, None)
 
 
 # -- plan: which events need an embedding, which vectors become void ---------------------------
 
+
 def test_a_new_active_item_without_a_vector_needs_one() -> None:
-    assert plan(folded(remembered()), None, True) == Plan("m1", keep_from=1, relabel_to=1,
-                                                          embed=True)
+    assert plan(folded(remembered()), None, True) == Plan(
+        "m1", keep_from=1, relabel_to=1, embed=True
+    )
 
 
 def test_a_candidate_needs_no_embedding_and_may_hold_no_vector() -> None:
@@ -134,6 +153,7 @@ def test_an_active_item_whose_text_was_never_seen_holds_no_vector() -> None:
 
 # -- verdict: the recheck before a vector is committed -----------------------------------------
 
+
 @pytest.mark.parametrize(
     ("own", "projected", "expected"),
     [
@@ -162,6 +182,7 @@ def test_a_vector_for_the_new_revision_is_allowed_when_the_indexer_saw_it_first(
 
 # -- small pure helpers ------------------------------------------------------------------------
 
+
 def test_the_embedded_text_is_the_title_then_the_content() -> None:
     assert embedding_text("Trip", "1500 EUR") == "Trip\n1500 EUR"
     assert embedding_text(None, "1500 EUR") == "1500 EUR"
@@ -175,6 +196,7 @@ def test_backoff_doubles_is_capped_and_honours_a_longer_retry_after() -> None:
 
 # -- property: whatever the history and batching, vectors end as current text of active items --
 
+
 @dataclass
 class Vector:
     revision: int
@@ -183,12 +205,10 @@ class Vector:
 
 def apply_batch(store: dict[str, Vector], tracked: dict[str, Tracked], batch: list[Event]) -> None:
     """An in-memory stand-in for write(): void, relabel, then embed with the recheck."""
-    before = dict(tracked)
     for event in batch:
         tracked[event.item_id] = fold(tracked.get(event.item_id), event, ORG, SCOPE)
-    for item_id, state in tracked.items():
-        if state == before.get(item_id):
-            continue
+    for item_id in {event.item_id for event in batch}:
+        state = tracked[item_id]
         have = store.get(item_id)
         p = plan(state, have.revision if have else None, embedding_on=True)
         if have and (p.keep_from is None or have.revision < p.keep_from):

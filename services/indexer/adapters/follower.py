@@ -1,0 +1,57 @@
+"""The tracked follower with one slow step in front of its transaction.
+
+``TrackedFollower`` runs its handler inside the transaction that stores the
+offsets. Embedding is slow (a model run, a remote request with retries), and a
+transaction must not stay open across it, so each batch is first *prepared*
+(decoded, folded, embedded) with no transaction open, and only the short write
+(recheck, vectors, offsets) runs inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import asyncpg
+from aiokafka import TopicPartition
+
+from engram.tracking import Record, TrackedFollower
+
+P = TypeVar("P")
+DeadLetter = Callable[[Record, str], Awaitable[None]]
+Prepare = Callable[[list[Record], DeadLetter], Awaitable[P]]
+Write = Callable[[asyncpg.Connection, P], Awaitable[None]]
+
+
+class PreparingFollower(TrackedFollower, Generic[P]):
+    def __init__(self, *, prepare: Prepare[P], write: Write[P], **kwargs: Any) -> None:
+        super().__init__(handle=self._write_prepared, **kwargs)
+        self._prepare, self._write = prepare, write
+        self._prepared: dict[TopicPartition, P] = {}
+
+    async def _apply(self, tp: TopicPartition, records: list[Record]) -> None:
+        # Dead letters are published here, before the batch's offset is stored.
+        self._prepared[tp] = await self._prepare(records, self.dead_letter)
+        try:
+            await super()._apply(tp, records)
+        finally:
+            self._prepared.pop(tp, None)
+
+    async def _write_prepared(
+        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Record]
+    ) -> None:
+        await self._write(conn, self._prepared[tp])
+
+    async def lag(self) -> dict[int, int]:
+        """Records between each assigned partition's position and its end (last stable offset)."""
+        assigned = list(self.consumer.assignment())
+        if not assigned:
+            return {}
+        ends = await self.consumer.end_offsets(assigned)
+        stored = await self.stored_offsets()
+        return {
+            tp.partition: max(
+                0, ends[tp] - self.positions.get(tp.partition, stored.get(tp.partition, 0))
+            )
+            for tp in assigned
+        }

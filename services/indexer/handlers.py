@@ -1,0 +1,162 @@
+"""The indexer's batch handler: decode -> fold -> plan -> open -> embed, then write.
+
+``prepare`` runs with no transaction open (it embeds); ``write`` runs inside the
+follower's transaction with the offsets: the item views, voided and relabelled
+vectors, and the new vectors that pass the recheck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from pydantic import ValidationError
+
+from contracts.envelope import EventEnvelope
+from contracts.events import Event, MemoryForgotten, Sealed, parse_event
+from engram.crypto import open_sealed
+from engram.keystore import KeyStore
+from engram.logging import get_logger
+from services.indexer import metrics
+from services.indexer.adapters.follower import DeadLetter
+from services.indexer.adapters.providers import EmbeddingProvider
+from services.indexer.adapters.store import VectorRow, VectorStore, apply_plans, write_vectors
+from services.indexer.core import Plan, Tracked, chunks, embedding_text, fold, org_scope, plan
+from services.indexer.errors import BudgetExhaustedError, EmbeddingError
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Prepared:
+    """One batch, ready to write: changed item views, a plan per touched item, new vectors."""
+
+    states: list[Tracked] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)
+    vectors: list[VectorRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    record: Any
+    env: EventEnvelope
+    event: Event
+
+
+class EventIndexer:
+    def __init__(
+        self,
+        store: VectorStore,
+        keys: KeyStore,
+        provider: EmbeddingProvider | None,
+        embed_batch: int = 64,
+    ) -> None:
+        self._store, self._keys, self._provider = store, keys, provider
+        self._embed_batch = embed_batch
+
+    async def prepare(self, records: list[Any], dead_letter: DeadLetter) -> Prepared:
+        good = await self._decode(records, dead_letter)
+        if not good:
+            return Prepared()
+        before = await self._store.tracked(sorted({d.event.item_id for d in good}))
+        after, last = dict(before), {}
+        for d in good:
+            org, scope = org_scope(d.env.stream_id)
+            after[d.event.item_id] = fold(after.get(d.event.item_id), d.event, org, scope)
+            last[d.event.item_id] = d.record
+            if isinstance(d.event, MemoryForgotten):
+                self._keys.forget_cached(d.event.item_id)  # the key is being shredded
+        touched = [after[item_id] for item_id in sorted(last)]
+        changed = [s for s in touched if s != before.get(s.item_id)]
+        # Every touched item is planned, not only changed ones: a replayed batch (or one
+        # another replica folded first) still embeds an active item that lacks its vector.
+        plans = await self._plan(touched)
+        wanted = [s for s, p in zip(touched, plans, strict=True) if p.embed]
+        return Prepared(changed, plans, await self._embed(wanted, last, dead_letter))
+
+    async def write(self, conn: asyncpg.Connection, prepared: Prepared) -> None:
+        if prepared.plans:
+            await apply_plans(conn, prepared.states, prepared.plans)
+        result = await write_vectors(conn, prepared.vectors)
+        metrics.WRITTEN.labels("events").inc(result.written)
+        for reason, count in result.dropped.items():
+            metrics.DROPPED.labels(reason).inc(count)
+            log.info("vectors_dropped", reason=reason, count=count)
+
+    async def _decode(self, records: list[Any], dead_letter: DeadLetter) -> list[Decoded]:
+        good = []
+        for record in records:
+            try:
+                env = EventEnvelope.model_validate_json(record.value or b"")
+                event = parse_event(env.type, env.schema_version, env.payload)
+            except (ValidationError, KeyError, ValueError) as exc:
+                metrics.DEAD_LETTERED.labels("undecodable").inc()
+                await dead_letter(record, f"undecodable event: {exc}")
+                continue
+            good.append(Decoded(record, env, event))
+        return good
+
+    async def _plan(self, changed: list[Tracked]) -> list[Plan]:
+        provider = self._provider
+        have = (
+            await self._store.vector_revisions([s.item_id for s in changed], provider.model)
+            if provider is not None and changed
+            else {}
+        )
+        return [plan(s, have.get(s.item_id), provider is not None) for s in changed]
+
+    async def _embed(
+        self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
+    ) -> list[VectorRow]:
+        texts = await self._open(states, records, dead_letter)
+        by_id = {s.item_id: s for s in states}
+        pending = [(by_id[item_id], text) for item_id, text in texts.items()]
+        rows: list[VectorRow] = []
+        for part in chunks(pending, self._embed_batch):
+            try:
+                rows += await self._embed_part(list(part))
+            except BudgetExhaustedError as exc:
+                # Not poison: the periodic re-embed pass picks these up when budget is back.
+                metrics.BUDGET_EXHAUSTED.inc()
+                log.warning("embedding_put_off", reason=str(exc), items=len(pending) - len(rows))
+                break
+            except EmbeddingError as exc:
+                # Retries are spent (or the request can never succeed): dead-letter, go on.
+                for state, _ in part:
+                    metrics.DEAD_LETTERED.labels("embedding_failed").inc()
+                    await dead_letter(records[state.item_id], f"embedding failed: {exc}")
+        return rows
+
+    async def _embed_part(self, part: list[tuple[Tracked, str]]) -> list[VectorRow]:
+        assert self._provider is not None
+        vectors = await self._provider.embed([text for _, text in part])
+        metrics.EMBEDDED.labels(self._provider.model, "events").inc(len(part))
+        return [
+            VectorRow(s.item_id, s.revision, self._provider.model, v, s.org, s.scope)
+            for (s, _), v in zip(part, vectors, strict=True)
+        ]
+
+    async def _open(
+        self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
+    ) -> dict[str, str]:
+        """Plaintext per item; a missing key means forgotten, and the item is skipped."""
+        keys = await self._keys.get_many({s.key_id for st in states for s in _sealed(st)})
+        texts: dict[str, str] = {}
+        for state in states:
+            if not all(s.key_id in keys for s in _sealed(state)):
+                continue
+            try:
+                title = open_sealed(state.title, keys[state.title.key_id]) if state.title else None
+                assert state.content is not None  # plan() embeds only items with text
+                texts[state.item_id] = embedding_text(
+                    title, open_sealed(state.content, keys[state.content.key_id])
+                )
+            except ValueError as exc:
+                metrics.DEAD_LETTERED.labels("unreadable").inc()
+                await dead_letter(records[state.item_id], str(exc))
+        return texts
+
+
+def _sealed(state: Tracked) -> list[Sealed]:
+    return [s for s in (state.content, state.title) if s is not None]

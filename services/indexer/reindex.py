@@ -1,0 +1,188 @@
+"""Re-embedding: give every active item a vector of the configured model.
+
+Runs in the background when the indexer starts (and again every
+``reindex_interval_s``), and from ``engram reindex``. It reads the plaintext of
+active items from ``memory.items``, embeds it with no transaction open, and
+commits each batch's vectors through the same recheck as the event path, with
+the job's progress in the same transaction: a crash resumes where it stopped.
+When a pass completes, other models' vectors are pruned, so a model change
+re-embeds everything once and leaves no vector of the old model behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import asyncpg
+
+from engram.logging import get_logger
+from services.indexer import metrics
+from services.indexer.adapters.jobs import Job, ReindexJobs
+from services.indexer.adapters.providers import EmbeddingProvider, open_provider
+from services.indexer.adapters.store import (
+    ItemText,
+    PostgresBudget,
+    VectorRow,
+    VectorStore,
+    create_vector_pool,
+)
+from services.indexer.core import embedding_text
+from services.indexer.errors import BudgetExhaustedError, EmbeddingError
+from services.indexer.settings import EmbeddingSettings, IndexerSettings
+
+log = get_logger(__name__)
+
+
+@dataclass
+class ReindexProgress:
+    model: str
+    org: str | None
+    job_id: int | None = None
+    total: int = 0
+    embedded: int = 0
+    dropped: int = 0
+    done: bool = False
+    stopped: str | None = None  # why the pass stopped before the end; run it again later
+
+
+async def reindex(
+    pool: asyncpg.Pool,
+    provider: EmbeddingProvider,
+    *,
+    org: str | None = None,
+    batch_size: int = 64,
+    prune_other_models: bool = True,
+    progress: Callable[[ReindexProgress], None] | None = None,
+) -> ReindexProgress:
+    """Embed every active item (of ``org``, or all) lacking a current vector of the model.
+
+    Resumable and idempotent: call it again after a stop. Returns when the pass is
+    done, or stopped (budget used up, provider failing, another process running it).
+    """
+    state = ReindexProgress(provider.model, org)
+    jobs = ReindexJobs(pool)
+    await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+    async with jobs.exclusive(provider.model, org) as mine:
+        if not mine:
+            state.stopped = "another process is re-embedding this model"
+            return state
+        pending = await jobs.pending(provider.model, org)
+        job = await jobs.resume_or_start(provider.model, org, pending)
+        if job is None:
+            state.done = True
+            return state
+        await _run(jobs, job, provider, state, batch_size, progress)
+        if state.stopped is None:
+            await jobs.finish(job, provider.model, org, prune_other_models)
+            state.done = True
+            log.info(
+                "reindex_done",
+                model=provider.model,
+                org=org,
+                embedded=state.embedded,
+                dropped=state.dropped,
+            )
+    return state
+
+
+async def _run(
+    jobs: ReindexJobs,
+    job: Job,
+    provider: EmbeddingProvider,
+    state: ReindexProgress,
+    batch_size: int,
+    progress: Callable[[ReindexProgress], None] | None,
+) -> None:
+    model, org = provider.model, state.org
+    state.job_id, state.total = job.job_id, job.total
+    metrics.REINDEX_RUNNING.labels(model).set(1)
+    try:
+        while items := await jobs.candidates(model, org, job.cursor, batch_size):
+            try:
+                rows = await _embed(provider, items)
+            except (BudgetExhaustedError, EmbeddingError) as exc:
+                state.stopped = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "reindex_stopped", model=model, org=org, reason=state.stopped, cursor=job.cursor
+                )
+                return
+            await jobs.write(job, items[-1].item_id, rows)
+            state.embedded, state.dropped = job.embedded, job.dropped
+            _report(state, progress)
+    finally:
+        metrics.REINDEX_RUNNING.labels(model).set(0)
+
+
+async def _embed(provider: EmbeddingProvider, items: list[ItemText]) -> list[VectorRow]:
+    vectors = await provider.embed([embedding_text(i.title, i.content) for i in items])
+    metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(items))
+    return [
+        VectorRow(i.item_id, i.revision, provider.model, v, i.org, i.scope)
+        for i, v in zip(items, vectors, strict=True)
+    ]
+
+
+def _report(state: ReindexProgress, progress: Callable[[ReindexProgress], None] | None) -> None:
+    metrics.REINDEX_EMBEDDED.labels(state.model).set(state.embedded)
+    metrics.REINDEX_PENDING.labels(state.model).set(
+        max(0, state.total - state.embedded - state.dropped)
+    )
+    log.info(
+        "reindex_progress",
+        model=state.model,
+        org=state.org,
+        embedded=state.embedded,
+        dropped=state.dropped,
+        total=state.total,
+    )
+    if progress is not None:
+        progress(state)
+
+
+async def reindex_loop(
+    pool: asyncpg.Pool, provider: EmbeddingProvider, settings: IndexerSettings
+) -> None:
+    """The background pass: at start, then every ``reindex_interval_s`` (0: only once)."""
+    while True:
+        await reindex(
+            pool,
+            provider,
+            batch_size=settings.reindex_batch,
+            prune_other_models=settings.prune_other_models,
+        )
+        if settings.reindex_interval_s == 0:
+            return
+        await asyncio.sleep(settings.reindex_interval_s)
+
+
+async def run_reindex(
+    org: str | None = None,
+    progress: Callable[[ReindexProgress], None] | None = None,
+    *,
+    database_url: str | None = None,
+) -> ReindexProgress | None:
+    """``engram reindex``: the configured model from the environment; None when embeddings are off.
+
+    Expects the indexer's migrations to be applied (``engram setup``).
+    """
+    from engram.settings import CommonSettings
+
+    embedding, indexer = EmbeddingSettings(), IndexerSettings()
+    pool = await create_vector_pool(database_url or CommonSettings().database_url)
+    try:
+        budget = PostgresBudget(pool, embedding.daily_request_limit)
+        async with open_provider(embedding, indexer, budget) as provider:
+            if provider is None:
+                return None
+            return await reindex(
+                pool,
+                provider,
+                org=org,
+                batch_size=indexer.reindex_batch,
+                prune_other_models=indexer.prune_other_models,
+                progress=progress,
+            )
+    finally:
+        await pool.close()

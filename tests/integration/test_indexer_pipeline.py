@@ -1,0 +1,394 @@
+"""The indexer's event path end to end: real Kafka, real Postgres, real sealed events.
+
+Each test publishes to a topic of its own (one partition) and runs the
+follower under a group of its own, so it never competes with a running
+indexer for ``engram.events``. The projector does not read these topics: the
+indexer's own view of each item is all that decides here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, date, datetime
+from functools import partial
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from contracts.envelope import Actor, EventEnvelope
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+)
+from contracts.topics import dead_letter_topic
+from engram.crypto import MasterKey, load_master_key, seal
+from engram.keystore import KeyStore, shred
+from engram.settings import CommonSettings
+from services.indexer.adapters.follower import PreparingFollower
+from services.indexer.adapters.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
+from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
+from services.indexer.handlers import EventIndexer, Prepared
+from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from tests.integration.test_indexer_openai import EmbeddingServer, server  # noqa: F401
+
+pytestmark = pytest.mark.integration
+DEADLINE = 30.0
+
+
+@pytest.fixture(scope="module")
+async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_vector_pool(stack_settings["DATABASE_URL"])
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture(scope="module")
+def keys(pool: asyncpg.Pool) -> KeyStore:
+    return KeyStore(pool, MasterKey(load_master_key(CommonSettings())))
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalProvider:
+    return LocalProvider()
+
+
+class Stream:
+    """One org's scope on a topic of its own: seals and publishes events in order."""
+
+    def __init__(self, bootstrap: str, keys: KeyStore) -> None:
+        self.org = f"idx-{uuid.uuid4().hex[:10]}"
+        self.topic = f"engram.test.indexer.{self.org}"
+        self.stream_id = f"{self.org}/shared"
+        self.bootstrap, self.keys, self.seq = bootstrap, keys, 0
+        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+
+    async def start(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(self.topic, 1, 1)])
+        finally:
+            await admin.close()
+        await self.producer.start()
+
+    async def stop(self, pool: asyncpg.Pool) -> None:
+        await self.producer.stop()
+        for table in ("indexer.vectors", "indexer.items"):
+            await pool.execute(f"DELETE FROM {table} WHERE org = $1", self.org)
+        await pool.execute("DELETE FROM indexer.offsets WHERE topic = $1", self.topic)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics([self.topic])
+        finally:
+            await admin.close()
+
+    async def sealed(self, item_id: str, text: str) -> Any:
+        data_key = (await self.keys.create_many([(item_id, self.org)]))[item_id]
+        return seal(item_id, data_key, text)
+
+    async def remember(self, item_id: str, text: str, status: str = "active") -> int:
+        return await self.publish(
+            MemoryRemembered(
+                item_id=item_id,
+                scope="shared",
+                kind="fact",
+                status=status,
+                content=await self.sealed(item_id, text),
+                content_hash=f"h-{text}",
+                content_length=len(text),
+            )
+        )
+
+    async def revise(self, item_id: str, revision: int, text: str) -> int:
+        return await self.publish(
+            MemoryRevised(
+                item_id=item_id,
+                revision=revision,
+                base_revision=revision - 1,
+                reason="corrected",
+                content=await self.sealed(item_id, text),
+                content_hash=f"h-{text}",
+                content_length=len(text),
+            )
+        )
+
+    async def publish(self, event: Event) -> int:
+        self.seq += 1
+        env = EventEnvelope(
+            event_id=uuid.uuid4().hex,
+            type=type(event).__name__,
+            stream_id=self.stream_id,
+            seq=self.seq,
+            command_id=uuid.uuid4().hex,
+            occurred_at=datetime.now(UTC),
+            actor=Actor(org=self.org, member="ana"),
+            payload=event.model_dump(mode="json"),
+        )
+        meta = await self.producer.send_and_wait(
+            self.topic, env.model_dump_json().encode(), key=self.stream_id.encode()
+        )
+        return int(meta.offset)
+
+
+@pytest.fixture
+async def stream(
+    stack_settings: dict[str, str], keys: KeyStore, pool: asyncpg.Pool
+) -> AsyncIterator[Stream]:
+    s = Stream(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], keys)
+    await s.start()
+    yield s
+    await s.stop(pool)
+
+
+Starter = Callable[[EmbeddingProvider | None], Awaitable[PreparingFollower[Prepared]]]
+
+
+@pytest.fixture
+async def run_indexer(stream: Stream, pool: asyncpg.Pool, keys: KeyStore) -> AsyncIterator[Starter]:
+    """Starts the indexer's follower on the stream's topic; stops it after the test."""
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(provider: EmbeddingProvider | None) -> PreparingFollower[Prepared]:
+        if provider is not None:
+            await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+        # A key store of its own, as in its own process: no key cached by the writer side.
+        own_keys = KeyStore(pool, keys.master)
+        indexer = EventIndexer(VectorStore(pool), own_keys, provider, embed_batch=16)
+        follower: PreparingFollower[Prepared] = PreparingFollower(
+            prepare=indexer.prepare,
+            write=indexer.write,
+            bootstrap=stream.bootstrap,
+            topic=stream.topic,
+            group_id=f"test-{stream.org}",
+            pool=pool,
+            offsets_table="indexer.offsets",
+            service="indexer",
+            max_batch=100,
+        )
+        tasks.append(asyncio.create_task(follower.run()))
+        return follower
+
+    yield start
+    for task in tasks:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str) -> Any:
+    deadline = time.monotonic() + DEADLINE
+    while not (result := await check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+    return result
+
+
+def vector_of(pool: asyncpg.Pool, item_id: str) -> Callable[[], Awaitable[Any]]:
+    async def fetch() -> Any:
+        return await pool.fetchrow(
+            "SELECT revision, model, embedding FROM indexer.vectors WHERE item_id = $1", item_id
+        )
+
+    return fetch
+
+
+async def stored_offset(pool: asyncpg.Pool, topic: str) -> int | None:
+    value = await pool.fetchval(
+        "SELECT next_offset FROM indexer.offsets WHERE topic = $1 AND partition = 0", topic
+    )
+    return None if value is None else int(value)
+
+
+async def test_vectors_follow_each_items_lifecycle_and_forgetting_wins(
+    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+) -> None:
+    trip, draft = f"{stream.org}-trip", f"{stream.org}-draft"
+    await run_indexer(local)
+    await stream.remember(trip, "The trip budget is 1500 EUR.")
+    await stream.remember(draft, "Maybe we like tea.", status="candidate")
+    first = await until(vector_of(pool, trip), "the first vector")
+    assert (first["revision"], first["model"]) == (1, local.model)
+    [expected] = await local.embed(["The trip budget is 1500 EUR."])
+    assert first["embedding"].to_list() == pytest.approx(expected, abs=1e-6)
+
+    await stream.publish(MemoryPinned(item_id=trip, revision=2, pinned=True))
+    pinned = await until(_at(pool, trip, 2), "the pin to relabel the vector")
+    assert pinned["embedding"].to_list() == first["embedding"].to_list()  # not re-embedded
+
+    await stream.revise(trip, 3, "The trip budget is 1600 EUR.")
+    corrected = await until(_at(pool, trip, 3), "the corrected text's vector")
+    assert corrected["embedding"].to_list() != first["embedding"].to_list()
+
+    await stream.publish(
+        MemoryStatusChanged(item_id=trip, revision=4, status="disabled", previous="active")
+    )
+    await until(_gone(pool, trip), "disable to void the vector")
+    await stream.publish(
+        MemoryStatusChanged(item_id=trip, revision=5, status="active", previous="disabled")
+    )
+    enabled = await until(_at(pool, trip, 5), "enable to re-embed the current text")
+    assert enabled["embedding"].to_list() == corrected["embedding"].to_list()
+
+    last = await stream.publish(MemoryForgotten(item_id=trip, revisions=5))
+    await until(_gone(pool, trip), "forget to delete the vector")
+    assert await pool.fetchrow(
+        "SELECT status, content, title FROM indexer.items WHERE item_id = $1", trip
+    ) == ("forgotten", None, None)
+    assert await vector_of(pool, draft)() is None  # a candidate is never embedded
+    await until(lambda: _offset_at(pool, stream.topic, last + 1), "the offset to be stored")
+
+
+async def test_an_item_whose_key_is_shredded_is_skipped_not_dead_lettered(
+    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+) -> None:
+    gone, kept = f"{stream.org}-gone", f"{stream.org}-kept"
+    await stream.remember(gone, "A secret that was forgotten.")
+    async with pool.acquire() as conn:
+        await shred(conn, gone)
+    await stream.remember(kept, "The trip budget is 1500 EUR.")
+    follower = await run_indexer(local)
+    await until(vector_of(pool, kept), "the kept item's vector")
+    assert await vector_of(pool, gone)() is None
+    assert follower.applied == 2
+
+
+async def test_with_embeddings_off_offsets_move_and_forgetting_still_voids_vectors(
+    stream: Stream, pool: asyncpg.Pool, run_indexer: Starter
+) -> None:
+    old = f"{stream.org}-old"
+    await VectorStore(pool).ensure_model("hash-a", 8)
+    await pool.execute(  # a vector from a time embeddings were on
+        "INSERT INTO indexer.vectors (item_id, model, revision, org, scope, embedding) "
+        "VALUES ($1, 'hash-a', 1, $2, 'shared', $3)",
+        old,
+        stream.org,
+        [0.1] * 8,
+    )
+    await stream.remember(old, "An old memory.")
+    await stream.remember(f"{stream.org}-new", "A new memory.")
+    last = await stream.publish(MemoryForgotten(item_id=old, revisions=1))
+    await run_indexer(None)
+    await until(lambda: _offset_at(pool, stream.topic, last + 1), "the offsets to be stored")
+    assert (
+        await pool.fetchval("SELECT count(*) FROM indexer.vectors WHERE org = $1", stream.org) == 0
+    )
+
+
+async def test_a_failing_endpoint_dead_letters_the_event_and_the_indexer_goes_on(
+    stream: Stream,
+    pool: asyncpg.Pool,
+    run_indexer: Starter,
+    server: EmbeddingServer,  # noqa: F811 (the fixture imported above)
+    stack_settings: dict[str, str],
+) -> None:
+    server.script = [500] * 6  # the first attempt and five retries
+    day = date(1899, 1, 1)
+    embedding = EmbeddingSettings(
+        MEMORY_EMBEDDING_PROVIDER="openai",
+        MEMORY_EMBEDDING_URL=server.url,
+        MEMORY_EMBEDDING_DIMENSIONS=6,
+    )
+    settings = IndexerSettings(retry_base_s=0.01, retry_max_s=0.02, request_timeout_s=2.0)
+    dlq = await _dlq_reader(stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
+    try:
+        async with httpx.AsyncClient() as client:
+            budget = PostgresBudget(pool, 1000, today=lambda: day)
+            await run_indexer(OpenAIProvider(client, embedding, settings, budget))
+            failed = await stream.remember(f"{stream.org}-a", "The trip budget is 1500 EUR.")
+            letter = await _dead_letter_for(dlq, stream.topic)
+            assert (letter["offset"], letter["service"]) == (failed, "indexer")
+            assert "embedding failed" in letter["error"] and "HTTP 500" in letter["error"]
+            await stream.remember(f"{stream.org}-b", "Run the tests first.")
+            await until(vector_of(pool, f"{stream.org}-b"), "the next event's vector")
+        assert len(server.requests) == 7
+    finally:
+        await dlq.stop()
+        await pool.execute("DELETE FROM indexer.ai_budget WHERE day = $1", day)
+
+
+def _at(pool: asyncpg.Pool, item_id: str, revision: int) -> Callable[[], Awaitable[Any]]:
+    async def check() -> Any:
+        found = await vector_of(pool, item_id)()
+        return found if found is not None and found["revision"] == revision else None
+
+    return check
+
+
+def _gone(pool: asyncpg.Pool, item_id: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await vector_of(pool, item_id)() is None
+
+    return check
+
+
+async def _offset_at(pool: asyncpg.Pool, topic: str, offset: int, follower: Any = None) -> bool:
+    if follower is not None:  # that follower's own position (several groups share the topic)
+        return bool(follower.positions.get(0) == offset)
+    return await stored_offset(pool, topic) == offset
+
+
+async def _dlq_reader(bootstrap: str) -> AIOKafkaConsumer:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    tp = TopicPartition(dead_letter_topic("indexer"), 0)
+    consumer.assign([tp])
+    end = (await consumer.end_offsets([tp]))[tp]
+    consumer.seek(tp, end)  # only letters written from now on
+    return consumer
+
+
+async def _dead_letter_for(consumer: AIOKafkaConsumer, topic: str) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        batches = await consumer.getmany(timeout_ms=200)
+        for record in (r for records in batches.values() for r in records):
+            letter: dict[str, Any] = json.loads(record.value)
+            if letter["topic"] == topic:
+                return letter
+    raise AssertionError(f"no dead letter for {topic}")
+
+
+async def test_turning_embeddings_on_later_embeds_on_replay_what_was_folded_while_off(
+    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, keys: KeyStore
+) -> None:
+    item = f"{stream.org}-trip"
+    last = await stream.remember(item, "The trip budget is 1500 EUR.")
+    for provider, group in ((None, "off"), (local, "on")):
+        indexer = EventIndexer(VectorStore(pool), KeyStore(pool, keys.master), provider)
+        follower: PreparingFollower[Prepared] = PreparingFollower(
+            prepare=indexer.prepare,
+            write=indexer.write,
+            bootstrap=stream.bootstrap,
+            topic=stream.topic,
+            group_id=f"test-{stream.org}-{group}",
+            pool=pool,
+            offsets_table="indexer.offsets",
+            service="indexer",
+        )
+        if provider is not None:
+            await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+        task = asyncio.create_task(follower.run())
+        try:
+            await until(
+                partial(_offset_at, pool, stream.topic, last + 1, follower),
+                f"the {group} indexer to read the stream",
+            )
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        found = await vector_of(pool, item)()
+        assert (found is not None) == (provider is not None)
