@@ -50,7 +50,6 @@ class TurnExtractor:
     ) -> None:
         self._verifier, self._publisher, self._ai, self._clock = verifier, publisher, ai, clock
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
-        self.proposed = 0
 
     async def handle_batch(
         self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
@@ -70,7 +69,6 @@ class TurnExtractor:
         envelopes = proposals(turn, stream, method, candidates, self._clock())
         await self._publisher.publish(envelopes)
         await conn.execute(Q["turn_done"], principal.org, turn.turn_id, method, len(envelopes))
-        self.proposed += len(envelopes)
         PROPOSED.labels(method).inc(len(envelopes))
         log.info(
             "turn_extracted",

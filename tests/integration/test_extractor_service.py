@@ -54,9 +54,20 @@ def settings_for(**fields: Any) -> ExtractorSettings:
 async def running(
     settings: ExtractorSettings, today: Callable[[], date] | None = None
 ) -> AsyncIterator[FastAPI]:
-    app = create_app(settings, CommonSettings(), **({"today": today} if today else {}))
-    async with app.router.lifespan_context(app):
-        yield app
+    common = CommonSettings()
+    app = create_app(settings, common, **({"today": today} if today else {}))
+    try:
+        async with app.router.lifespan_context(app):
+            yield app
+    finally:  # the groups are this test's alone: leave no offsets behind
+        conn = await asyncpg.connect(common.database_url)
+        try:
+            await conn.execute(
+                "DELETE FROM extractor.offsets WHERE consumer = ANY($1::text[])",
+                [settings.group_id, settings.events_group_id],
+            )
+        finally:
+            await conn.close()
 
 
 async def start_at_end(stack: dict[str, str], group: str, topic: str) -> None:
