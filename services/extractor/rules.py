@@ -16,31 +16,31 @@ from typing import Literal
 from contracts.commands import Kind
 from services.extractor.core import Candidate
 
-I = re.IGNORECASE  # noqa: E741 - the regex flag, as the re module spells it
+CI = re.IGNORECASE
 
 SPLIT = re.compile(r"(?<=[.!?])\s+|[\r\n]+|;\s+")
 BULLET = re.compile(r"^(?:[-*\u2022>]|\d+[.)])\s+")
 LEAD_IN = re.compile(
     r"^(?:(?:also|and|but|oh|ok|okay|so|well|actually|btw|by the way|fyi|hey|hi|hello|"
     r"just so you know|for the record|for future reference|please)\b[,:!]?\s*)+",
-    I,
+    CI,
 )
 NEGATED = re.compile(
     r"^(?:don'?t|do not|never|no need to|stop)\s+(?:\w+\s+){0,2}?"
     r"(?:remember|save|keep|note)\b|^forget\b",
-    I,
+    CI,
 )
 TEMPORARY = re.compile(
     r"\b(?:for now|for this|this time|right now|today|at the moment|in this (?:answer|reply|"
     r"chat|conversation|task|file|thread|message))\b",
-    I,
+    CI,
 )
-CHATTER = re.compile(r"^(?:it|that|this|these|those|them|you|your|yours)\b", I)
-WH_WORD = re.compile(r"^(?:when|what|how|who|where|why|if|whether|which)\b", I)
+CHATTER = re.compile(r"^(?:it|that|this|these|those|them|you|your|yours)\b", CI)
+WH_WORD = re.compile(r"^(?:when|what|how|who|where|why|if|whether|which)\b", CI)
 NOT_A_FACT = re.compile(
     r"^(?:question|point|problem|issue|request|concern|guess|thoughts?|bad|mistake|"
     r"fault|apologies|pleasure|understanding|hope|worry)$",
-    I,
+    CI,
 )
 ASK = r"(?:(?:can|could|would|will) you\s+)?"
 
@@ -58,7 +58,7 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule(
         "remember_to",
-        re.compile(rf"^{ASK}(?:remember|don'?t forget|do not forget)\s+to\s+(?P<rest>.+)", I),
+        re.compile(rf"^{ASK}(?:remember|don'?t forget|do not forget)\s+to\s+(?P<rest>.+)", CI),
         "procedure",
         "rest",
     ),
@@ -67,19 +67,19 @@ RULES: tuple[Rule, ...] = (
         re.compile(
             rf"^{ASK}(?:remember|keep in mind|note|make a note|take note|don'?t forget|"
             r"do not forget)(?:\s+(?:that|of))?[\s:,]+(?P<rest>.+)",
-            I,
+            CI,
         ),
         None,
         "rest",
     ),
-    Rule("call_me", re.compile(r"^call me\s+(?P<rest>.+)", I), "preference"),
+    Rule("call_me", re.compile(r"^call me\s+(?P<rest>.+)", CI), "preference"),
     Rule(
         "prefer",
         re.compile(
             r"^i\s+(?:really\s+|generally\s+|usually\s+|much\s+|strongly\s+|definitely\s+)?"
             r"(?:prefer|like|love|enjoy|dislike|hate|don'?t like|do not like|can'?t stand|"
             r"cannot stand)\s+(?P<rest>.+)",
-            I,
+            CI,
         ),
         "preference",
     ),
@@ -88,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         re.compile(
             r"^(?:we|i|the team)(?:'ve|\s+have|\s+has)?\s+(?:just\s+|finally\s+|already\s+)?"
             r"(?:decided|agreed|chose|settled on)\b[\s:,]*(?P<rest>.+)",
-            I,
+            CI,
         ),
         "decision",
     ),
@@ -97,7 +97,7 @@ RULES: tuple[Rule, ...] = (
         re.compile(
             r"^(?:we|our team|the team)\s+(?:always\s+|now\s+)?(?:use|uses|will use|"
             r"standardi[sz]ed on)\s+(?P<rest>.+)|^we(?:'re|\s+are)\s+going\s+with\s+(?P<with>.+)",
-            I,
+            CI,
         ),
         "decision",
     ),
@@ -106,13 +106,13 @@ RULES: tuple[Rule, ...] = (
         re.compile(
             r"^(?!never\s*mind)(?:always|never|from now on|going forward|in (?:the )?future|"
             r"don'?t ever|do not ever)\b[\s,]*(?P<rest>.+)",
-            I,
+            CI,
         ),
         "procedure",
     ),
     Rule(
         "my_is",
-        re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)(?:\s+(?:is|are)|'s)\s+(?P<rest>.+)", I),
+        re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)(?:\s+(?:is|are)|'s)\s+(?P<rest>.+)", CI),
         "fact",
     ),
     Rule(
@@ -121,7 +121,7 @@ RULES: tuple[Rule, ...] = (
             r"^i\s+(?:work\s+(?:at|as|for|in|on)|live\s+in)\s+(?P<rest>.+)|"
             r"^i(?:'m|\s+am)\s+(?:(?:based|located)\s+in|allergic\s+to|"
             r"(?:a\s+)?(?:vegetarian|vegan))\b(?P<tail>.*)",
-            I,
+            CI,
         ),
         "fact",
     ),
