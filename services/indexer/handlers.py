@@ -97,14 +97,14 @@ class EventIndexer:
             good.append(Decoded(record, env, event))
         return good
 
-    async def _plan(self, changed: list[Tracked]) -> list[Plan]:
+    async def _plan(self, states: list[Tracked]) -> list[Plan]:
         provider = self._provider
         have = (
-            await self._store.vector_revisions([s.item_id for s in changed], provider.model)
-            if provider is not None and changed
+            await self._store.vector_revisions([s.item_id for s in states], provider.model)
+            if provider is not None and states
             else {}
         )
-        return [plan(s, have.get(s.item_id), provider is not None) for s in changed]
+        return [plan(s, have.get(s.item_id), provider is not None) for s in states]
 
     async def _embed(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
