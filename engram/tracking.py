@@ -36,9 +36,14 @@ class _Seek(ConsumerRebalanceListener):  # type: ignore[misc]
             log.info("partitions_revoked", partitions=[tp.partition for tp in revoked])
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        # aiokafka starts fetching (from the group's offset: none, so 0) as soon as the
+        # assignment exists: pause before the first await, seek, then resume.
+        self._f.consumer.pause(*assigned)
         stored = await self._f.stored_offsets()
         for tp in assigned:
+            self._f.next_offset[tp] = stored.get(tp.partition, 0)
             self._f.consumer.seek(tp, stored.get(tp.partition, 0))
+        self._f.consumer.resume(*assigned)
         log.info(
             "partitions_assigned",
             partitions=[tp.partition for tp in assigned],
@@ -79,6 +84,7 @@ class TrackedFollower:
         self._max_batch = max_batch
         self.applied = 0
         self.positions: dict[int, int] = {}
+        self.next_offset: dict[TopicPartition, int] = {}
 
     async def stored_offsets(self) -> dict[int, int]:
         rows = await self._pool.fetch(
@@ -103,6 +109,10 @@ class TrackedFollower:
             await self._producer.stop()
 
     async def _apply(self, tp: TopicPartition, records: list[Record]) -> None:
+        # A fetch that raced the seek may hand back records already applied.
+        records = [r for r in records if r.offset >= self.next_offset.get(tp, 0)]
+        if not records:
+            return
         async with self._pool.acquire() as conn, conn.transaction():
             await self._handle(conn, tp, records)
             await conn.execute(
@@ -115,7 +125,7 @@ class TrackedFollower:
                 records[-1].offset + 1,
             )
         self.applied += len(records)
-        self.positions[tp.partition] = records[-1].offset + 1
+        self.positions[tp.partition] = self.next_offset[tp] = records[-1].offset + 1
 
     async def dead_letter(self, record: Record, error: str) -> None:
         """Publish a poison record with its error before its offset is stored."""

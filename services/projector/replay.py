@@ -91,7 +91,12 @@ async def replay(
             poison.append(error)  # the live projector already dead-lettered it
 
         projector = EventProjector(KeyStore(live, master), skip_poison)
-        count = await _apply_all(shadow, projector, bootstrap, progress)
+        prefix = (
+            None
+            if org_pattern == "%"
+            else org_pattern.rstrip("%").encode() + (b"" if org_pattern.endswith("%") else b"/")
+        )
+        count = await _apply_all(shadow, projector, bootstrap, progress, prefix)
         async with shadow.acquire() as s, live.acquire() as lv:
             return ReplayReport(
                 count,
@@ -105,7 +110,11 @@ async def replay(
 
 
 async def _apply_all(
-    shadow: asyncpg.Pool, projector: EventProjector, bootstrap: str, progress: Progress | None
+    shadow: asyncpg.Pool,
+    projector: EventProjector,
+    bootstrap: str,
+    progress: Progress | None,
+    prefix: bytes | None,
 ) -> int:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
@@ -121,6 +130,8 @@ async def _apply_all(
         for tp in tps:
             while await consumer.position(tp) < ends[tp]:
                 records = (await consumer.getmany(tp, timeout_ms=500, max_records=2000)).get(tp, [])
+                if prefix is not None:  # only the streams of the org being compared
+                    records = [r for r in records if (r.key or b"").startswith(prefix)]
                 if records:
                     async with shadow.acquire() as conn, conn.transaction():
                         await projector.handle_batch(conn, tp, records)

@@ -100,7 +100,11 @@ class CommandProcessor:
 
     async def _process_partition(self, tp: TopicPartition, records: list) -> Cleanup:  # type: ignore[type-arg]
         writer = self.writers.get(tp.partition)
-        if writer is None:  # revoked between fetch and processing
+        if writer is None:
+            # Fetched before the assignment callback made its writer (or after a revoke):
+            # never skip commands; fetch them again once a writer owns the partition.
+            if tp in self._consumer.assignment():
+                self._consumer.seek(tp, records[0].offset)
             return Cleanup()
         try:
             cleanup = await writer.process(records)
