@@ -58,6 +58,7 @@ def create_app(
                 restorer,
                 partitions,
                 reply_partitions,
+                settings.checkpoint_every,
             )
 
         processor = CommandProcessor(

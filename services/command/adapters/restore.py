@@ -28,7 +28,8 @@ class Restorer:
         self._pool = pool
         self._bootstrap = bootstrap
 
-    async def restore(self, partition: int) -> tuple[States, int]:
+    async def restore(self, partition: int) -> tuple[States, int, int]:
+        """The partition's states, the next event offset, and how many events were replayed."""
         started = time.monotonic()
         states, offset = await self._checkpoint(partition)
         states, offset, count = await self._replay(partition, states, offset)
@@ -40,7 +41,7 @@ class Restorer:
             next_offset=offset,
             seconds=round(time.monotonic() - started, 3),
         )
-        return states, offset
+        return states, offset, count
 
     async def _checkpoint(self, partition: int) -> tuple[States, int]:
         row = await self._pool.fetchrow(

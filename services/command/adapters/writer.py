@@ -8,6 +8,7 @@ events and replies. aiokafka has no KIP-447, hence one id per partition.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class PartitionWriter:
         restorer: Restorer,
         partitions: int,
         reply_partitions: int,
+        checkpoint_every: int = 5000,
     ) -> None:
         self.partition = partition
         self._group_id = group_id
@@ -82,10 +84,26 @@ class PartitionWriter:
         )
         self.states: dict[str, StreamState] = {}
         self.next_event_offset = 0
+        self.events_since_checkpoint = 0
+        self._checkpoint_every = checkpoint_every
+        self._sent: list[asyncio.Future[Any]] = []
 
     async def start(self) -> None:
         await self._producer.start()  # init_transactions: fences a zombie owner
-        self.states, self.next_event_offset = await self._restorer.restore(self.partition)
+        # Events replayed count toward the next checkpoint: a long replay is saved soon.
+        (
+            self.states,
+            self.next_event_offset,
+            self.events_since_checkpoint,
+        ) = await self._restorer.restore(self.partition)
+        await self._maybe_checkpoint()
+
+    async def _maybe_checkpoint(self) -> None:
+        """Every N events (after a commit or a long restore), save the decision state as of
+        ``next_event_offset``, so the next owner replays at most N events."""
+        if self.events_since_checkpoint >= self._checkpoint_every:
+            await self._restorer.save(self.partition, self.states, self.next_event_offset)
+            self.events_since_checkpoint = 0
 
     async def stop(self) -> None:
         await self._producer.stop()
@@ -97,6 +115,7 @@ class PartitionWriter:
         keys = await self._prepare_keys(decoded)
         t1 = time.perf_counter()
         cleanup = Cleanup()
+        self._sent = []
         async with self._producer.transaction():
             for d in decoded:
                 await self._handle(d, keys, cleanup)
@@ -107,6 +126,10 @@ class PartitionWriter:
             )
             t3 = time.perf_counter()
         t4 = time.perf_counter()
+        if self._sent:  # where a checkpoint taken now would resume reading
+            self.next_event_offset = max(f.result().offset for f in self._sent) + 1
+            self.events_since_checkpoint += len(self._sent)
+        await self._maybe_checkpoint()
         lag = time.time() * 1000 - records[0].timestamp
         log.debug(
             "batch_timing",
@@ -260,11 +283,13 @@ class PartitionWriter:
             payload=event.model_dump(mode="json"),
         )
         evolve(state, envelope.seq, env.command_id, event)
-        await self._producer.send(
-            topics.EVENTS,
-            envelope.model_dump_json().encode(),
-            key=state.stream_id.encode(),
-            partition=self.partition,
+        self._sent.append(
+            await self._producer.send(
+                topics.EVENTS,
+                envelope.model_dump_json().encode(),
+                key=state.stream_id.encode(),
+                partition=self.partition,
+            )
         )
         return envelope.event_id
 
