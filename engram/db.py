@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -23,6 +24,14 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
     assert pool is not None
     return pool
+
+
+def with_user(dsn: str, user: str) -> str:
+    """The same database as ``dsn``, as another role (its password, if any, dropped)."""
+    parts = urlsplit(dsn)
+    host = parts.hostname or ""
+    netloc = f"{user}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def migration_files(sql_dir: Path) -> list[Path]:

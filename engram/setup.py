@@ -11,8 +11,9 @@ from engram.kafka import ensure_topics
 from engram.keystore import migrate_keystore
 from engram.settings import REPO_ROOT, CommonSettings
 
-# The projector's memory.* tables come before the services that read them.
-MIGRATION_ORDER = ("projector", "command", "recall", "indexer", "extractor")
+# The projector's memory.* tables come before the services that read them, and the
+# indexer's vectors before recall's row-level security on them.
+MIGRATION_ORDER = ("projector", "indexer", "command", "recall", "extractor")
 
 
 @dataclass(frozen=True)

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
-from engram.db import create_pool, migrate
+from engram.db import create_pool, migrate, with_user
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
 from engram.settings import CommonSettings
+from engram.setup import service_sql_dirs
 from services.recall.adapters.store import RecallStore
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
 
-SQL_DIR = Path(__file__).parent / "sql"
 log = get_logger(__name__)
 
 
@@ -31,8 +30,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate(common.database_url, "recall", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=10)
+        # Recall's policies cover the projector's and the indexer's tables: theirs first.
+        for owner, path in service_sql_dirs():
+            await migrate(common.database_url, owner, path)
+            if owner == "recall":
+                break
+        dsn = settings.database_url or with_user(common.database_url, settings.database_role)
+        pool = await create_pool(dsn, max_size=10)
         app.state.settings, app.state.store = settings, RecallStore(pool)
         app.state.verifier, app.state.pool = TokenVerifier(common), pool
         log.info("recall_started", port=settings.port)

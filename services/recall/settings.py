@@ -17,3 +17,6 @@ class RecallSettings(ServiceSettings):
     packet_items: int = 12
     packet_chars: int = 6000
     semantic_max_distance: float = Field(0.4, alias="MEMORY_SEMANTIC_MAX_DISTANCE")
+    # The restricted role recall reads with (RLS); default: DATABASE_URL as engram_recall.
+    database_url: str | None = None
+    database_role: str = "engram_recall"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,26 @@ def _candidate(row: asyncpg.Record) -> Candidate:
     )
 
 
+SCOPED = (
+    "SELECT set_config('engram.org', $1, true), set_config('engram.scopes', $2, true), "
+    "set_config('engram.member', $3, true)"
+)
+
+
+def scopes_literal(scopes: list[str]) -> str:
+    """A Postgres text[] literal; every element quoted, so no scope can break out."""
+    quoted = ('"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"' for s in scopes)
+    return "{" + ",".join(quoted) + "}"
+
+
+@asynccontextmanager
+async def as_principal(pool: asyncpg.Pool, p: Principal) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction in which row-level security shows only what ``p`` may see."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(SCOPED, p.org, scopes_literal(p.visible_scopes()), p.member)
+        yield conn
+
+
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -36,16 +58,19 @@ class RecallStore:
     async def full_text(self, p: Principal, tsquery: str, limit: int) -> list[Candidate]:
         if not tsquery:
             return []
-        rows = await self._pool.fetch(Q["full_text"], p.org, p.visible_scopes(), tsquery, limit)
+        async with as_principal(self._pool, p) as conn:
+            rows = await conn.fetch(Q["full_text"], p.org, p.visible_scopes(), tsquery, limit)
         return [_candidate(r) for r in rows]
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         """``pinned``, ``preferences`` or ``newest``: the policies' unconditional lists."""
-        rows = await self._pool.fetch(Q[query], p.org, p.visible_scopes(), limit)
+        async with as_principal(self._pool, p) as conn:
+            rows = await conn.fetch(Q[query], p.org, p.visible_scopes(), limit)
         return [_candidate(r) for r in rows]
 
     async def generation(self, p: Principal) -> dict[str, int]:
-        row = await self._pool.fetchrow(Q["generation"], p.org, f"member:{p.member}")
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(Q["generation"], p.org, f"member:{p.member}")
         assert row is not None
         return {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
 
@@ -59,17 +84,18 @@ class RecallStore:
         entries: list[dict[str, Any]],
     ) -> str:
         context_id = uuid.uuid4()
-        await self._pool.execute(
-            Q["save_context"],
-            context_id,
-            p.org,
-            p.member,
-            run_id,
-            query,
-            policy,
-            generation,
-            json.dumps(entries),
-        )
+        async with as_principal(self._pool, p) as conn:
+            await conn.execute(
+                Q["save_context"],
+                context_id,
+                p.org,
+                p.member,
+                run_id,
+                query,
+                policy,
+                generation,
+                json.dumps(entries),
+            )
         return str(context_id)
 
     async def context(self, p: Principal, context_id: str) -> asyncpg.Record | None:
@@ -77,20 +103,25 @@ class RecallStore:
             key = uuid.UUID(context_id)
         except ValueError:
             return None
-        return await self._pool.fetchrow(Q["context"], key, p.org, p.member)
+        async with as_principal(self._pool, p) as conn:
+            return await conn.fetchrow(Q["context"], key, p.org, p.member)
 
     async def current_of(self, p: Principal, item_ids: list[str]) -> dict[str, asyncpg.Record]:
-        rows = await self._pool.fetch(Q["current_of"], item_ids, p.org)
+        # Every status: a context shows that an item was forgotten or moved out of sight.
+        async with as_principal(self._pool, p) as conn:
+            rows = await conn.fetch(Q["current_of"], item_ids, p.org)
         return {r["item_id"]: r for r in rows}
 
     async def get_item(self, p: Principal, item_id: str) -> asyncpg.Record | None:
-        return await self._pool.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
+        async with as_principal(self._pool, p) as conn:
+            return await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
 
     async def list_items(
         self, p: Principal, statuses: list[str], before: Any, before_id: str, limit: int
     ) -> list[asyncpg.Record]:
-        return list(
-            await self._pool.fetch(
-                Q["list_items"], p.org, p.visible_scopes(), statuses, before, before_id, limit
+        async with as_principal(self._pool, p) as conn:
+            return list(
+                await conn.fetch(
+                    Q["list_items"], p.org, p.visible_scopes(), statuses, before, before_id, limit
+                )
             )
-        )

@@ -1,0 +1,79 @@
+"""Row-level security: hand-written SQL through the recall role sees only the rows of
+the principal named in its transaction: no other org's, no other member's."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from engram.auth import Principal
+from engram.db import with_user
+from services.recall.adapters.store import SCOPED, scopes_literal
+
+pytestmark = pytest.mark.integration
+
+
+async def seed(conn: asyncpg.Connection, org: str, scope: str, text: str) -> str:
+    item_id = f"rls-{uuid.uuid4()}"
+    now = datetime.now(UTC)
+    await conn.execute(
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "revision, created_by, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, 'fact', 'active', $5, 1, $6, $7, $7)",
+        item_id, org, scope, f"{org}/{scope}", text, json.dumps({"org": org}), now)
+    await conn.execute("INSERT INTO memory.generations (org, scope, generation) "
+                       "VALUES ($1, $2, 1) ON CONFLICT DO NOTHING", org, scope)
+    return item_id
+
+
+async def test_the_recall_role_sees_only_its_principals_rows(
+        stack_settings: dict[str, str]) -> None:
+    owner = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    org, other_org = f"rls-{uuid.uuid4().hex[:8]}", f"rls-{uuid.uuid4().hex[:8]}"
+    try:
+        mine = {await seed(owner, org, "shared", "shared fact"),
+                await seed(owner, org, "member:ana", "ana's fact"),
+                await seed(owner, org, "project:apollo", "apollo fact")}
+        hidden = {await seed(owner, org, "member:bob", "bob's fact"),
+                  await seed(owner, org, "project:zeus", "zeus fact"),
+                  await seed(owner, other_org, "shared", "other org's fact"),
+                  await seed(owner, other_org, "member:ana", "other org's ana")}
+    finally:
+        await owner.close()
+
+    ana = Principal(org=org, member="ana", project="apollo")
+    recall = await asyncpg.connect(with_user(stack_settings["DATABASE_URL"], "engram_recall"))
+    try:
+        async with recall.transaction():
+            # Nothing is visible before the transaction names a principal.
+            assert await recall.fetchval("SELECT count(*) FROM memory.items") == 0
+        async with recall.transaction():
+            await recall.execute(SCOPED, ana.org, scopes_literal(ana.visible_scopes()),
+                                 ana.member)
+            seen = {r["item_id"] for r in await recall.fetch("SELECT item_id FROM memory.items")}
+            assert mine <= seen and not seen & hidden
+            assert await recall.fetchval(
+                "SELECT count(*) FROM memory.items WHERE org <> $1 OR scope = 'member:bob'",
+                org) == 0
+            gens = await recall.fetch("SELECT org, scope FROM memory.generations")
+            assert {(r["org"], r["scope"]) for r in gens} <= {
+                (org, s) for s in ana.visible_scopes()}
+        for sql in ("UPDATE memory.items SET content = 'x'",
+                    "DELETE FROM memory.items",
+                    "SELECT * FROM memory.revisions",
+                    "SELECT * FROM keystore.data_keys",
+                    "SET ROLE postgres"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                async with recall.transaction():
+                    await recall.execute(sql)
+    finally:
+        await recall.close()
+
+
+def test_scope_literals_cannot_break_out() -> None:
+    assert scopes_literal(['shared', 'member:a","b', "x\\"]) == (
+        '{"shared","member:a\\",\\"b","x\\\\"}')
