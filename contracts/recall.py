@@ -71,3 +71,32 @@ class GenerationResponse(BaseModel):
     shared: int
     own: int
     expired: int
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query: str = Field(min_length=1, max_length=20_000)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class SearchHit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    revision: int
+    scope: str
+    kind: str
+    title: str | None
+    memory: str  # whole up to 1,200 characters, else the passage that matched
+    truncated: bool = False
+    full_length: int
+    score: float
+    why: list[str]
+
+
+class SearchResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    memories: list[SearchHit]
+    omitted: int = 0  # lower-ranked matches dropped to keep the result bounded

@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from contracts import envelope, recall
-from contracts.conversations import ConversationTurn
 from contracts.commands import COMMANDS
+from contracts.conversations import ConversationTurn
 from contracts.events import EVENTS
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -29,6 +29,8 @@ def messages() -> dict[str, type[BaseModel]]:
         "RecallResponse": recall.RecallResponse,
         "ContextResponse": recall.ContextResponse,
         "GenerationResponse": recall.GenerationResponse,
+        "SearchRequest": recall.SearchRequest,
+        "SearchResponse": recall.SearchResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

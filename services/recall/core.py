@@ -84,3 +84,67 @@ def build_packet(
         parts.append(text)
         used += cost
     return Packet("\n\n".join(parts), chosen, omitted=len(entries) - len(chosen))
+
+
+# --- the search form (seed 004): whole memories up to 1,200 characters, else the
+# passage that matched; a bounded result with an ``omitted`` count.
+
+EXCERPT_CHARS = 1200
+SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    text: str
+    truncated: bool
+    full_length: int
+
+
+def passages(content: str, size: int = EXCERPT_CHARS) -> list[str]:
+    """Consecutive passages of at most ``size`` characters, cut between sentences
+    where possible (a single longer sentence is cut hard)."""
+    out: list[str] = []
+    current = ""
+    for sentence in SENTENCE.split(content):
+        while len(sentence) > size:
+            if current:
+                out.append(current)
+                current = ""
+            out.append(sentence[:size])
+            sentence = sentence[size:]
+        candidate = f"{current} {sentence}" if current else sentence
+        if len(candidate) > size:
+            out.append(current)
+            current = sentence
+        else:
+            current = candidate
+    if current:
+        out.append(current)
+    return out
+
+
+def excerpt(content: str, query: str, size: int = EXCERPT_CHARS) -> Excerpt:
+    """The whole memory when it fits; otherwise the passage with most query words
+    (the head when nothing matches, as a list without a query does)."""
+    if len(content) <= size:
+        return Excerpt(content, False, len(content))
+    words = {w for w in WORD.findall(query.lower()) if len(w) > 2}
+
+    def hits(passage: str) -> int:
+        found = WORD.findall(passage.lower())
+        return sum(1 for w in found if w in words or any(w.startswith(q) for q in words))
+
+    chunks = passages(content, size)
+    best = max(chunks, key=hits) if words else chunks[0]
+    return Excerpt(best, True, len(content))
+
+
+def bound(sizes: list[int], budget: int) -> int:
+    """How many of the ranked results fit in ``budget`` characters; the top hit always."""
+    used, kept = 0, 0
+    for size in sizes:
+        if kept and used + size > budget:
+            break
+        used += size
+        kept += 1
+    return kept

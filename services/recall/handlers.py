@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime
 from typing import Any, Literal
@@ -14,9 +15,11 @@ from contracts.recall import (
     GenerationResponse,
     RecallRequest,
     RecallResponse,
+    SearchRequest,
+    SearchResponse,
 )
 from engram.http import ProblemError, principal_from
-from services.recall.packets import generation_text, recall
+from services.recall.packets import generation_text, recall, search
 
 router = APIRouter()
 Status = Literal["active", "disabled", "archived", "candidate"]
@@ -26,6 +29,12 @@ Status = Literal["active", "disabled", "archived", "candidate"]
 async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
     app = request.app.state
     return await recall(app.store, principal_from(request, app.verifier), body, app.settings)
+
+
+@router.post("/v1/search")
+async def post_search(request: Request, body: SearchRequest) -> SearchResponse:
+    app = request.app.state
+    return await search(app.store, principal_from(request, app.verifier), body, app.settings)
 
 
 @router.get("/v1/generation")
@@ -99,17 +108,20 @@ async def list_memories(
     )
     items = [dict(r) for r in rows]
     last = items[-1] if len(items) == limit else None
-    return {
-        "memories": items,
-        "next": f"{last['updated_at'].isoformat()}|{last['item_id']}" if last else None,
-    }
+    return {"memories": items, "next": _encode_cursor(last) if last else None}
+
+
+def _encode_cursor(last: dict[str, Any]) -> str:
+    """Opaque and URL-safe: the position after the last item of this page."""
+    raw = f"{last['updated_at'].isoformat()}|{last['item_id']}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 def _cursor(cursor: str | None) -> tuple[datetime | None, str]:
     if not cursor:
         return None, ""
-    stamp, _, item_id = cursor.partition("|")
     try:
+        stamp, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return datetime.fromisoformat(stamp), item_id
     except ValueError as exc:
         raise ProblemError(

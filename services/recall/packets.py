@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from contracts.recall import Policy, RecalledItem, RecallRequest, RecallResponse
+from contracts.recall import (
+    Policy,
+    RecalledItem,
+    RecallRequest,
+    RecallResponse,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
 from engram.auth import Principal
 from services.recall.adapters.store import RecallStore
-from services.recall.core import Ranked, build_packet, fuse, or_query
+from services.recall.core import Ranked, bound, build_packet, excerpt, fuse, or_query
 from services.recall.settings import RecallSettings
 
 
@@ -76,3 +84,31 @@ async def recall(
         packet=packet.text,
         omitted=packet.omitted,
     )
+
+
+async def search(
+    store: RecallStore, p: Principal, req: SearchRequest, settings: RecallSettings
+) -> SearchResponse:
+    """The search form: ranked like a packet but without pinned-first, each memory whole
+    or as its matching passage, the whole result bounded with an ``omitted`` count."""
+    text = await store.full_text(p, or_query(req.query), max(req.limit, settings.full_text_top))
+    ranked = fuse({"full_text": text}, [], req.limit)
+    hits = []
+    for r in ranked:
+        part = excerpt(r.item.content, req.query)
+        hits.append(
+            SearchHit(
+                id=r.item.item_id,
+                revision=r.item.revision,
+                scope=r.item.scope,
+                kind=r.item.kind,
+                title=r.item.title,
+                memory=part.text,
+                truncated=part.truncated,
+                full_length=part.full_length,
+                score=round(r.score, 6),
+                why=r.why,
+            )
+        )
+    kept = bound([len(h.memory) for h in hits], settings.search_chars)
+    return SearchResponse(memories=hits[:kept], omitted=len(hits) - kept)

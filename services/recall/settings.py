@@ -16,6 +16,7 @@ class RecallSettings(ServiceSettings):
     vector_top: int = 30
     packet_items: int = 12
     packet_chars: int = 6000
+    search_chars: int = 16_000  # what one search result may carry in all
     semantic_max_distance: float = Field(0.4, alias="MEMORY_SEMANTIC_MAX_DISTANCE")
     # The restricted role recall reads with (RLS); default: DATABASE_URL as engram_recall.
     database_url: str | None = None

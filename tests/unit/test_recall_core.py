@@ -1,0 +1,88 @@
+"""The seeds' packet rules, as pure functions."""
+
+from __future__ import annotations
+
+from services.recall.core import (
+    Candidate,
+    Ranked,
+    bound,
+    build_packet,
+    excerpt,
+    fuse,
+    header,
+    or_query,
+    passages,
+)
+
+
+def item(n: int, text: str = "x", pinned: bool = False, kind: str = "fact",
+         scope: str = "shared", updated: float = 0.0) -> Candidate:
+    return Candidate(item_id=f"i{n}", revision=n, scope=scope, kind=kind, title=None,
+                     content=text, pinned=pinned, updated_at=updated)
+
+
+def test_the_querys_words_are_or_ed() -> None:
+    assert or_query("What's the trip budget? budget!") == "what | s | the | trip | budget"
+    assert or_query("¿…?") == ""
+
+
+def test_fusion_adds_one_over_sixty_plus_rank_and_puts_pinned_first() -> None:
+    a, b, c, p = item(1), item(2), item(3), item(4, pinned=True)
+    ranked = fuse({"full_text": [a, b], "vector": [b, c]}, [p], top=12)
+    assert [r.item.item_id for r in ranked] == ["i4", "i2", "i1", "i3"]
+    assert ranked[1].score == 1 / 62 + 1 / 61 and ranked[1].why == ["full_text#2", "vector#1"]
+    assert ranked[0].why == ["pinned"]
+    assert len(fuse({"full_text": [item(n) for n in range(40)]}, [], top=12)) == 12
+
+
+def test_entries_have_the_header_of_id_revision_scope_and_kind() -> None:
+    assert header(item(3, scope="member:ana", kind="preference")) == (
+        "[memory:i3@3; member:ana; preference]")
+
+
+def test_the_packet_is_cut_at_the_budget_without_splitting_an_item() -> None:
+    entries = [Ranked(item(n, "y" * 1900)) for n in range(1, 6)]
+    packet = build_packet(entries, 6000)
+    assert len(packet.text) <= 6000 and len(packet.entries) == 3 and packet.omitted == 2
+    for entry in packet.entries:
+        assert f"{header(entry.item)}\n{'y' * 1900}" in packet.text
+
+
+def test_newest_first_stops_before_the_first_fact_that_does_not_fit() -> None:
+    entries = [Ranked(item(1, "a" * 5000)), Ranked(item(2, "b" * 4000)), Ranked(item(3, "c"))]
+    packet = build_packet(entries, 8000, stop_at_first_misfit=True)
+    assert [e.item.item_id for e in packet.entries] == ["i1"]  # i3 would fit, but never
+    skipping = build_packet(entries, 8000, stop_at_first_misfit=False)
+    assert [e.item.item_id for e in skipping.entries] == ["i1", "i3"]
+
+
+def test_an_empty_result_is_never_padded() -> None:
+    assert build_packet([], 6000).text == ""
+    assert fuse({"full_text": []}, [], top=12) == []
+
+
+def test_short_memories_come_back_whole() -> None:
+    e = excerpt("The budget is 1500 EUR.", "budget")
+    assert (e.text, e.truncated, e.full_length) == ("The budget is 1500 EUR.", False, 23)
+
+
+def test_long_memories_come_back_as_the_passage_that_matched() -> None:
+    filler = "Nothing to see in this sentence at all. " * 40
+    text = filler + "Escalation: page the on-call rotation first. " + filler
+    e = excerpt(text, "who do we page on escalation?")
+    assert e.truncated and e.full_length == len(text) and len(e.text) <= 1200
+    assert "page the on-call rotation" in e.text
+    assert excerpt(text, "").text == passages(text)[0]  # no query: from the start
+
+
+def test_passages_cover_the_text_in_order_within_the_size() -> None:
+    text = "One. " * 500 + "x" * 3000
+    parts = passages(text)
+    assert all(len(p) <= 1200 for p in parts)
+    assert "".join(parts).replace(" ", "") == text.replace(" ", "")
+
+
+def test_results_are_bounded_with_the_top_hit_always_kept() -> None:
+    assert bound([5000, 100, 100], 1000) == 1  # the top hit, however large
+    assert bound([400, 400, 400, 400], 1000) == 2
+    assert bound([], 1000) == 0
