@@ -78,6 +78,8 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=20_000)
     limit: int = Field(default=10, ge=1, le=100)
+    # Diagnostics and benchmarks: one retriever alone instead of the fused ranking.
+    retrieval: Literal["hybrid", "full_text", "vector"] = "hybrid"
 
 
 class SearchHit(BaseModel):

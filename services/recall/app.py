@@ -39,6 +39,7 @@ def create_app(
         pool = await create_pool(dsn, max_size=10)
         app.state.settings, app.state.store = settings, RecallStore(pool)
         app.state.verifier, app.state.pool = TokenVerifier(common), pool
+        app.state.embedder = None
         log.info("recall_started", port=settings.port)
         try:
             yield

@@ -28,13 +28,15 @@ Status = Literal["active", "disabled", "archived", "candidate"]
 @router.post("/v1/recall")
 async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
     app = request.app.state
-    return await recall(app.store, principal_from(request, app.verifier), body, app.settings)
+    principal = principal_from(request, app.verifier)
+    return await recall(app.store, app.embedder, principal, body, app.settings)
 
 
 @router.post("/v1/search")
 async def post_search(request: Request, body: SearchRequest) -> SearchResponse:
     app = request.app.state
-    return await search(app.store, principal_from(request, app.verifier), body, app.settings)
+    principal = principal_from(request, app.verifier)
+    return await search(app.store, app.embedder, principal, body, app.settings)
 
 
 @router.get("/v1/generation")

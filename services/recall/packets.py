@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, Protocol
+
 from contracts.recall import (
     Policy,
     RecalledItem,
@@ -13,8 +15,48 @@ from contracts.recall import (
 )
 from engram.auth import Principal
 from services.recall.adapters.store import RecallStore
-from services.recall.core import Ranked, bound, build_packet, excerpt, fuse, or_query
+from services.recall.core import Candidate, Ranked, bound, build_packet, excerpt, fuse, or_query
 from services.recall.settings import RecallSettings
+
+
+class QueryEmbedder(Protocol):
+    """Embeds the query with the model the indexer writes vectors with."""
+
+    @property
+    def model(self) -> str: ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+Retrieval = Literal["hybrid", "full_text", "vector"]
+
+
+async def matches(
+    store: RecallStore,
+    embedder: QueryEmbedder | None,
+    p: Principal,
+    query: str,
+    settings: RecallSettings,
+    retrieval: Retrieval = "hybrid",
+    top: int | None = None,
+) -> dict[str, list[Candidate]]:
+    """The ranked lists to fuse: full text (words OR-ed, ts_rank_cd) and, when embeddings
+    are configured, the nearest vectors of the current revisions."""
+    lists: dict[str, list[Candidate]] = {}
+    if retrieval in ("hybrid", "full_text"):
+        lists["full_text"] = await store.full_text(
+            p, or_query(query), max(top or 0, settings.full_text_top)
+        )
+    if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
+        [vector] = await embedder.embed([query])
+        lists["vector"] = await store.nearest(
+            p,
+            vector,
+            embedder.model,
+            settings.semantic_max_distance,
+            max(top or 0, settings.vector_top),
+        )
+    return lists
 
 
 def generation_text(gen: dict[str, int]) -> str:
@@ -22,7 +64,12 @@ def generation_text(gen: dict[str, int]) -> str:
 
 
 async def rank(
-    store: RecallStore, p: Principal, req: RecallRequest, policy: Policy, settings: RecallSettings
+    store: RecallStore,
+    embedder: QueryEmbedder | None,
+    p: Principal,
+    req: RecallRequest,
+    policy: Policy,
+    settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
     """Entries in packet order, the character budget, and whether to stop at a misfit."""
     top = req.max_items or settings.packet_items
@@ -30,20 +77,22 @@ async def rank(
     if policy == "newest_first":  # seed 002: newest first, 8,000 characters
         newest = await store.listing("newest", p, 500)
         return fuse({"newest": newest}, [], len(newest)), req.max_chars or 8000, True
-    text = await store.full_text(p, or_query(req.query), settings.full_text_top)
     pinned = await store.listing("pinned", p, top)
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
+        text = await store.full_text(p, or_query(req.query), settings.full_text_top)
         prefs = await store.listing("preferences", p, top)
         lists = {"preference": prefs, "full_text": text}
         ranked = fuse(lists, pinned, 10_000)
         always = [r for r in ranked if r.item.pinned or r.item.kind == "preference"]
         rest = [r for r in ranked if r not in always]
         return (always + rest)[:top], chars, True
-    return fuse({"full_text": text}, pinned, top), chars, True
+    lists = await matches(store, embedder, p, req.query, settings)
+    return fuse(lists, pinned, top), chars, True
 
 
 async def recall(
     store: RecallStore,
+    embedder: QueryEmbedder | None,
     p: Principal,
     req: RecallRequest,
     settings: RecallSettings,
@@ -55,7 +104,7 @@ async def recall(
         return RecallResponse(
             context_id=None, generation=generation, policy=policy, items=[], packet=""
         )
-    entries, chars, stop = await rank(store, p, req, policy, settings)
+    entries, chars, stop = await rank(store, embedder, p, req, policy, settings)
     packet = build_packet(entries, chars, stop_at_first_misfit=stop)
     items = [
         RecalledItem(
@@ -87,12 +136,16 @@ async def recall(
 
 
 async def search(
-    store: RecallStore, p: Principal, req: SearchRequest, settings: RecallSettings
+    store: RecallStore,
+    embedder: QueryEmbedder | None,
+    p: Principal,
+    req: SearchRequest,
+    settings: RecallSettings,
 ) -> SearchResponse:
     """The search form: ranked like a packet but without pinned-first, each memory whole
     or as its matching passage, the whole result bounded with an ``omitted`` count."""
-    text = await store.full_text(p, or_query(req.query), max(req.limit, settings.full_text_top))
-    ranked = fuse({"full_text": text}, [], req.limit)
+    lists = await matches(store, embedder, p, req.query, settings, req.retrieval, req.limit)
+    ranked = fuse(lists, [], req.limit)
     hits = []
     for r in ranked:
         part = excerpt(r.item.content, req.query)

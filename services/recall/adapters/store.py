@@ -62,6 +62,16 @@ class RecallStore:
             rows = await conn.fetch(Q["full_text"], p.org, p.visible_scopes(), tsquery, limit)
         return [_candidate(r) for r in rows]
 
+    async def nearest(
+        self, p: Principal, vector: list[float], model: str, max_distance: float, limit: int
+    ) -> list[Candidate]:
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        async with as_principal(self._pool, p) as conn:
+            rows = await conn.fetch(
+                Q["nearest"], p.org, p.visible_scopes(), model, literal, max_distance, limit
+            )
+        return [_candidate(r) for r in rows]
+
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         """``pinned``, ``preferences`` or ``newest``: the policies' unconditional lists."""
         async with as_principal(self._pool, p) as conn:

@@ -72,3 +72,12 @@ WHERE org = $1 AND scope = ANY($2) AND status = 'active'
   AND (expires_at IS NULL OR expires_at > now())
 ORDER BY updated_at DESC
 LIMIT $3
+
+-- name: nearest
+-- The indexer's nearest vectors (configured model, current revision, active items,
+-- under the max distance), with the items' text: row-level security applies to both.
+SELECT i.item_id, i.revision, i.scope, i.kind, i.title, i.content, i.pinned,
+       extract(epoch FROM i.updated_at) AS updated_at, n.distance
+FROM indexer.nearest($1, $2, $3, $4::vector, $5, $6) AS n
+JOIN memory.items i ON i.item_id = n.item_id
+ORDER BY n.distance, n.item_id
