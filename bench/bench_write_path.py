@@ -32,33 +32,40 @@ COMMAND_URL = "http://127.0.0.1:8081"
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def count_items(pool: asyncpg.Pool, org: str) -> int:
     return int(await pool.fetchval("SELECT count(*) FROM memory.items WHERE org = $1", org))
 
 
-async def sustained(common: CommonSettings, pool: asyncpg.Pool, total: int,
-                    streams: int) -> dict[str, float]:
+async def sustained(
+    common: CommonSettings, pool: asyncpg.Pool, total: int, streams: int
+) -> dict[str, float]:
     """Publish ``total`` remembers on engram.commands as Kafka callers do, spread over
     ``streams`` scopes, and time until the projector has applied all of them."""
     org = f"bench-{uuid.uuid4().hex[:6]}"
-    tokens = [mint_token(dev_secret(), org=org, member=f"m{i}", ttl_seconds=7200)
-              for i in range(streams)]
-    producer = AIOKafkaProducer(bootstrap_servers=common.kafka_bootstrap_servers,
-                                linger_ms=10, max_batch_size=256 * 1024)
+    tokens = [
+        mint_token(dev_secret(), org=org, member=f"m{i}", ttl_seconds=7200) for i in range(streams)
+    ]
+    producer = AIOKafkaProducer(
+        bootstrap_servers=common.kafka_bootstrap_servers, linger_ms=10, max_batch_size=256 * 1024
+    )
     await producer.start()
     started = time.monotonic()
     try:
         for n in range(total):
             i = n % streams
-            env = CommandEnvelope(command_id=str(uuid.uuid4()), type="RememberMemory",
-                                  token=tokens[i], stream_id=f"{org}/member:m{i}",
-                                  payload={"content": f"Benchmark fact number {n} for m{i}",
-                                           "kind": "fact"})
-            await producer.send(topics.COMMANDS, env.model_dump_json().encode(),
-                                key=env.stream_id.encode())
+            env = CommandEnvelope(
+                command_id=str(uuid.uuid4()),
+                type="RememberMemory",
+                token=tokens[i],
+                stream_id=f"{org}/member:m{i}",
+                payload={"content": f"Benchmark fact number {n} for m{i}", "kind": "fact"},
+            )
+            await producer.send(
+                topics.COMMANDS, env.model_dump_json().encode(), key=env.stream_id.encode()
+            )
         await producer.flush()
     finally:
         await producer.stop()
@@ -69,9 +76,13 @@ async def sustained(common: CommonSettings, pool: asyncpg.Pool, total: int,
             raise SystemExit(f"only {seen}/{total} items visible before the deadline")
         await asyncio.sleep(0.1)
     elapsed = time.monotonic() - started
-    return {"commands": total, "streams": streams, "publish_seconds": round(published, 2),
-            "seconds_to_visible": round(elapsed, 2),
-            "commands_per_second": round(total / elapsed, 1)}
+    return {
+        "commands": total,
+        "streams": streams,
+        "publish_seconds": round(published, 2),
+        "seconds_to_visible": round(elapsed, 2),
+        "commands_per_second": round(total / elapsed, 1),
+    }
 
 
 class VisibilityWatch:
@@ -92,8 +103,8 @@ class VisibilityWatch:
         while True:
             if self._pending:
                 rows = await self._pool.fetch(
-                    "SELECT item_id FROM memory.items WHERE item_id = ANY($1)",
-                    list(self._pending))
+                    "SELECT item_id FROM memory.items WHERE item_id = ANY($1)", list(self._pending)
+                )
                 now = time.monotonic()
                 for row in rows:
                     self._pending.pop(row["item_id"]).set_result(now)
@@ -116,8 +127,11 @@ async def latency(pool: asyncpg.Pool, writers: int, requests: int) -> dict[str, 
         async with httpx.AsyncClient(timeout=30) as http:
             for n in range(requests // writers):
                 t0 = time.monotonic()
-                r = await http.post(f"{COMMAND_URL}/v1/memories", headers=headers,
-                                    json={"content": f"Latency fact {n} of writer {w}"})
+                r = await http.post(
+                    f"{COMMAND_URL}/v1/memories",
+                    headers=headers,
+                    json={"content": f"Latency fact {n} of writer {w}"},
+                )
                 r.raise_for_status()
                 http_samples.append(time.monotonic() - t0)
                 visible = await watch.wait(r.json()["item_id"])
@@ -130,12 +144,15 @@ async def latency(pool: asyncpg.Pool, writers: int, requests: int) -> dict[str, 
         watch.close()
     elapsed = time.monotonic() - started
     ms = [s * 1000 for s in samples]
-    return {"writers": writers, "requests": len(ms),
-            "visible_p50_ms": round(statistics.median(ms), 1),
-            "visible_p99_ms": round(percentile(ms, 99), 1),
-            "http_p50_ms": round(statistics.median(http_samples) * 1000, 1),
-            "http_p99_ms": round(percentile([s * 1000 for s in http_samples], 99), 1),
-            "requests_per_second": round(len(ms) / elapsed, 1)}
+    return {
+        "writers": writers,
+        "requests": len(ms),
+        "visible_p50_ms": round(statistics.median(ms), 1),
+        "visible_p99_ms": round(percentile(ms, 99), 1),
+        "http_p50_ms": round(statistics.median(http_samples) * 1000, 1),
+        "http_p99_ms": round(percentile([s * 1000 for s in http_samples], 99), 1),
+        "requests_per_second": round(len(ms) / elapsed, 1),
+    }
 
 
 async def main(args: argparse.Namespace) -> None:

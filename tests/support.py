@@ -8,17 +8,22 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.kafka import partition_count
+from engram.kafka import partition_count, publish_commands
 
 T = TypeVar("T")
 
 
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, deadline: float = 30.0,
-                     interval: float = 0.05, what: str = "condition") -> T:
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    deadline: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     """Call ``probe`` until it returns something truthy, or fail at the deadline."""
     end = time.monotonic() + deadline
     last: T | None = None
@@ -31,30 +36,26 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], *, deadline: floa
 
 
 async def send_commands(bootstrap: str, envelopes: list[CommandEnvelope]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        for env in envelopes:
-            await producer.send(topics.COMMANDS, env.model_dump_json().encode(),
-                                key=env.stream_id.encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await publish_commands(bootstrap, envelopes)
 
 
-async def read_replies(bootstrap: str, command_ids: set[str], deadline: float = 60.0,
-                       per_command: int = 1) -> dict[str, list[CommandReply]]:
+async def read_replies(
+    bootstrap: str, command_ids: set[str], deadline: float = 60.0, per_command: int = 1
+) -> dict[str, list[CommandReply]]:
     """Read engram.replies from the start until each command has ``per_command`` answers."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     await consumer.start()
     found: dict[str, list[CommandReply]] = {c: [] for c in command_ids}
     try:
         parts = range(await partition_count(bootstrap, topics.REPLIES))
         consumer.assign([TopicPartition(topics.REPLIES, p) for p in parts])
         end = time.monotonic() + deadline
-        while (any(len(v) < per_command for v in found.values())
-               and time.monotonic() < end):
+        while any(len(v) < per_command for v in found.values()) and time.monotonic() < end:
             for records in (await consumer.getmany(timeout_ms=200)).values():
                 for r in records:
                     key = (r.key or b"").decode()
