@@ -102,3 +102,13 @@ class SearchResponse(BaseModel):
 
     memories: list[SearchHit]
     omitted: int = 0  # lower-ranked matches dropped to keep the result bounded
+
+
+class OrgPolicy(BaseModel):
+    """An org's default packet policy and limits (``PUT /v1/policy``, admins only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Policy = "hybrid"
+    max_items: int | None = Field(default=None, ge=1, le=50)
+    max_chars: int | None = Field(default=None, ge=200, le=32_000)

@@ -30,6 +30,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "ContextResponse": recall.ContextResponse,
         "GenerationResponse": recall.GenerationResponse,
         "SearchRequest": recall.SearchRequest,
+        "OrgPolicy": recall.OrgPolicy,
         "SearchResponse": recall.SearchResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}

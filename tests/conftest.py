@@ -73,9 +73,11 @@ class Caller:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def caller(org: str | None = None, member: str = "ana", **claims: str) -> Caller:
+def caller(org: str | None = None, member: str = "ana", roles: tuple[str, ...] = (),
+           **claims: str) -> Caller:
     org = org or f"org-{uuid.uuid4().hex[:8]}"
-    return Caller(org, member, mint_token(dev_secret(), org=org, member=member, **claims))
+    return Caller(org, member, mint_token(dev_secret(), org=org, member=member, roles=roles,
+                                          **claims))
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from contracts.recall import (
     ContextEntry,
     ContextResponse,
     GenerationResponse,
+    OrgPolicy,
     RecallRequest,
     RecallResponse,
     SearchRequest,
@@ -37,6 +38,24 @@ async def post_search(request: Request, body: SearchRequest) -> SearchResponse:
     app = request.app.state
     principal = principal_from(request, app.verifier)
     return await search(app.store, app.embedder, principal, body, app.settings)
+
+
+@router.get("/v1/policy")
+async def get_policy(request: Request) -> OrgPolicy:
+    app = request.app.state
+    return await app.store.org_policy(principal_from(request, app.verifier))  # type: ignore[no-any-return]
+
+
+@router.put("/v1/policy")
+async def put_policy(request: Request, body: OrgPolicy) -> OrgPolicy:
+    """Set the org's default packet policy; needs the ``admin`` role in the token."""
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    if "admin" not in principal.roles:
+        raise ProblemError(
+            403, "Forbidden", "setting the org's policy needs the admin role", "forbidden"
+        )
+    return await app.store.set_org_policy(principal, body)  # type: ignore[no-any-return]
 
 
 @router.get("/v1/generation")

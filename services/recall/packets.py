@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from contracts.recall import (
-    Policy,
+    OrgPolicy,
     RecalledItem,
     RecallRequest,
     RecallResponse,
@@ -68,15 +68,20 @@ async def rank(
     embedder: QueryEmbedder | None,
     p: Principal,
     req: RecallRequest,
-    policy: Policy,
+    org: OrgPolicy,
     settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
+    policy = req.policy or org.policy
     """Entries in packet order, the character budget, and whether to stop at a misfit."""
-    top = req.max_items or settings.packet_items
-    chars = req.max_chars or settings.packet_chars
+    top = req.max_items or org.max_items or settings.packet_items
+    chars = req.max_chars or org.max_chars or settings.packet_chars
     if policy == "newest_first":  # seed 002: newest first, 8,000 characters
         newest = await store.listing("newest", p, 500)
-        return fuse({"newest": newest}, [], len(newest)), req.max_chars or 8000, True
+        return (
+            fuse({"newest": newest}, [], len(newest)),
+            req.max_chars or org.max_chars or 8000,
+            True,
+        )
     pinned = await store.listing("pinned", p, top)
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
         text = await store.full_text(p, or_query(req.query), settings.full_text_top)
@@ -96,15 +101,15 @@ async def recall(
     p: Principal,
     req: RecallRequest,
     settings: RecallSettings,
-    default_policy: Policy = "hybrid",
 ) -> RecallResponse:
     generation = generation_text(await store.generation(p))
-    policy = req.policy or default_policy
+    org = await store.org_policy(p)
+    policy = req.policy or org.policy
     if not req.use_memory:  # memory off: nothing supplied, nothing recorded
         return RecallResponse(
             context_id=None, generation=generation, policy=policy, items=[], packet=""
         )
-    entries, chars, stop = await rank(store, embedder, p, req, policy, settings)
+    entries, chars, stop = await rank(store, embedder, p, req, org, settings)
     packet = build_packet(entries, chars, stop_at_first_misfit=stop)
     items = [
         RecalledItem(

@@ -162,3 +162,22 @@ async def test_list_is_newest_first_and_paged(client: Client) -> None:
     second = (await client.get(f"/v1/memories?limit=3&cursor={first['next']}")).json()
     assert [m["item_id"] for m in second["memories"]] == ids[::-1][3:]
     assert (await client.get("/v1/memories?cursor=nonsense")).status_code == 422
+
+
+async def test_an_org_chooses_its_default_policy(services: dict[str, str]) -> None:
+    admin = caller(roles=("admin",))
+    member = caller(admin.org, member="bo")
+    async with httpx.AsyncClient(timeout=30) as http:
+        url = f"{services['recall']}/v1/policy"
+        assert (await http.get(url, headers=member.headers)).json()["policy"] == "hybrid"
+        denied = await http.put(url, headers=member.headers, json={"policy": "newest_first"})
+        assert denied.status_code == 403
+        r = await http.put(url, headers=admin.headers,
+                           json={"policy": "newest_first", "max_chars": 4000})
+        assert r.status_code == 200 and r.json()["policy"] == "newest_first"
+        client = Client(http, services, member)
+        await client.remember(content="Older fact about llamas.")
+        await client.remember(content="Newer fact about alpacas.")
+        packet = await client.settled("unrelated question", 2)
+        assert packet["policy"] == "newest_first"
+        assert packet["items"][0]["why"] == ["newest#1"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
 from services.recall.core import Candidate
@@ -71,6 +72,23 @@ class RecallStore:
                 Q["nearest"], p.org, p.visible_scopes(), model, literal, max_distance, limit
             )
         return [_candidate(r) for r in rows]
+
+    async def org_policy(self, p: Principal) -> OrgPolicy:
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(Q["org_policy"], p.org)
+        return OrgPolicy(**dict(row)) if row else OrgPolicy()
+
+    async def set_org_policy(self, p: Principal, policy: OrgPolicy) -> OrgPolicy:
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(
+                Q["set_org_policy"],
+                p.org,
+                policy.policy,
+                policy.max_items,
+                policy.max_chars,
+                p.member,
+            )
+        return OrgPolicy(**dict(row))
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         """``pinned``, ``preferences`` or ``newest``: the policies' unconditional lists."""

@@ -81,3 +81,13 @@ SELECT i.item_id, i.revision, i.scope, i.kind, i.title, i.content, i.pinned,
 FROM indexer.nearest($1, $2, $3, $4::vector, $5, $6) AS n
 JOIN memory.items i ON i.item_id = n.item_id
 ORDER BY n.distance, n.item_id
+
+-- name: org_policy
+SELECT policy, max_items, max_chars FROM recall.org_policies WHERE org = $1
+
+-- name: set_org_policy
+INSERT INTO recall.org_policies (org, policy, max_items, max_chars, updated_by)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
+    max_chars = EXCLUDED.max_chars, updated_by = EXCLUDED.updated_by, updated_at = now()
+RETURNING policy, max_items, max_chars
