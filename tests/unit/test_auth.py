@@ -1,0 +1,95 @@
+"""Tokens: HS256 for development, RS256 with a configured public key; scopes from claims."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from engram.auth import (
+    AUDIENCE,
+    ISSUER,
+    AuthError,
+    Principal,
+    ScopeError,
+    TokenVerifier,
+    mint_token,
+)
+from engram.settings import CommonSettings
+
+SECRET = "a-development-secret-of-at-least-32-bytes"
+
+
+def settings(**values: str) -> CommonSettings:
+    return CommonSettings.model_validate(values)
+
+
+def test_hs256_tokens_carry_org_member_and_optional_claims() -> None:
+    verifier = TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET))
+    token = mint_token(
+        SECRET, org="acme", member="ana", agent="bot", project="apollo", roles=("admin",)
+    )
+    p = verifier.verify(token)
+    assert (p.org, p.member, p.agent, p.project, p.roles) == (
+        "acme",
+        "ana",
+        "bot",
+        "apollo",
+        ("admin",),
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        mint_token("other", org="acme", member="ana"),
+        mint_token(SECRET, org="acme", member="ana", ttl_seconds=-10),
+        jwt.encode(
+            {"sub": "ana", "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}, SECRET
+        ),  # no org
+        jwt.encode(
+            {"sub": "ana", "org": "x", "iss": ISSUER, "aud": "other", "exp": time.time() + 60},
+            SECRET,
+        ),
+        "not a token",
+    ],
+)
+def test_bad_tokens_are_refused(bad: str) -> None:
+    with pytest.raises(AuthError):
+        TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET)).verify(bad)
+
+
+def test_rs256_with_a_configured_public_key() -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    claims = {
+        "sub": "ana",
+        "org": "acme",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "exp": int(time.time()) + 60,
+    }
+    verifier = TokenVerifier(settings(ENGRAM_JWT_PUBLIC_KEY=public.decode()))
+    assert verifier.verify(jwt.encode(claims, key, algorithm="RS256")).member == "ana"
+    with pytest.raises(AuthError):  # an HS256 token signed with the public key is refused
+        verifier.verify(jwt.encode(claims, SECRET, algorithm="HS256"))
+
+
+def test_production_needs_a_configured_key() -> None:
+    with pytest.raises(RuntimeError, match="production"):
+        TokenVerifier(settings(ENGRAM_ENV="production"))
+
+
+def test_a_request_can_only_choose_among_the_tokens_scopes() -> None:
+    p = Principal(org="acme", member="ana", session="s1")
+    assert p.scope("private") == "member:ana" and p.scope("session") == "session:s1"
+    assert p.stream("shared") == "acme/shared"
+    assert p.visible_scopes() == ["shared", "member:ana", "session:s1"]
+    for choice in ("agent", "project", "member:bob"):
+        with pytest.raises(ScopeError):
+            p.scope(choice)
