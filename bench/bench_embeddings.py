@@ -29,6 +29,7 @@ from typing import Any
 import asyncpg
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from contracts import topics
 from engram.auth import dev_secret, mint_token
@@ -98,25 +99,28 @@ async def model_throughput(batch: int, seconds: float = 8.0) -> dict[str, float]
 
 
 async def seed_offsets(common: CommonSettings, pool: asyncpg.Pool, group: str) -> None:
-    """Start the bench indexer at the end of engram.events: it indexes the burst only."""
+    """Start the bench indexer at the end of engram.events: it indexes the burst only.
+
+    Without these rows it would start at offset 0 and embed every item in the log.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=common.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics([topics.EVENTS])
+    finally:
+        await admin.close()
+    count = len(described["partitions"])
+    parts = [TopicPartition(topics.EVENTS, p) for p in range(count)]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=common.kafka_bootstrap_servers, isolation_level="read_committed"
     )
     await consumer.start()
     try:
-        parts = [
-            TopicPartition(topics.EVENTS, p)
-            for p in consumer.partitions_for_topic(topics.EVENTS) or set()
-        ]
-        if not parts:
-            await consumer.topics()
-            parts = [
-                TopicPartition(topics.EVENTS, p)
-                for p in consumer.partitions_for_topic(topics.EVENTS) or set()
-            ]
         ends = await consumer.end_offsets(parts)
     finally:
         await consumer.stop()
+    if len(ends) != count or count == 0:
+        raise SystemExit(f"no end offsets for {topics.EVENTS}: {ends}")
     await pool.executemany(
         "INSERT INTO indexer.offsets (consumer, topic, partition, next_offset) "
         "VALUES ($1, $2, $3, $4)",

@@ -17,6 +17,7 @@ import asyncpg
 import httpx
 import pytest
 
+from contracts.events import MemoryPinned
 from tests.integration.test_indexer_pipeline import Stream, keys, pool, stream  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -91,14 +92,14 @@ async def test_the_service_starts_reports_lag_and_consumes_with_embeddings_off(
     body = until_health(url)
     assert (body["provider"], body["model"], body["kafka"]) == ("off", None, True)
     await stream.remember(f"{stream.org}-a", "The trip budget is 1500 EUR.")
-    last = await stream.remember(f"{stream.org}-b", "Run the tests first.")
-    done = until_health(url, lambda b: b["positions"] == {"0": last + 1})
-    assert done["lag"] == {"0": 0} and done["lag_total"] == 0
+    last = await stream.publish_in_transaction(
+        MemoryPinned(item_id=f"{stream.org}-a", revision=2, pinned=True)
+    )
+    # The commit marker after the last record takes an offset of its own: no lag for it.
+    done = until_health(url, lambda b: b["positions"] == {"0": last + 1} and b["lag_total"] == 0)
+    assert done["lag"] == {"0": 0}
     assert (
-        await pool.fetchval(
-            "SELECT count(*) FROM indexer.vectors WHERE org = $1", stream.org
-        )
-        == 0
+        await pool.fetchval("SELECT count(*) FROM indexer.vectors WHERE org = $1", stream.org) == 0
     )
     metrics = httpx.get(f"{url}/metrics", timeout=5).text
     assert 'engram_indexer_lag{partition="0"} 0.0' in metrics

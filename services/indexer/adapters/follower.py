@@ -43,15 +43,22 @@ class PreparingFollower(TrackedFollower, Generic[P]):
         await self._write(conn, self._prepared[tp])
 
     async def lag(self) -> dict[int, int]:
-        """Records between each assigned partition's position and its end (last stable offset)."""
+        """Records between each assigned partition's position and its end (last stable offset).
+
+        A transaction's commit marker takes an offset but carries no record, so the last
+        applied record is one short of the end for good; an idle follower therefore counts
+        from the consumer's position, which has stepped over the markers.
+        """
         assigned = list(self.consumer.assignment())
         if not assigned:
             return {}
         ends = await self.consumer.end_offsets(assigned)
         stored = await self.stored_offsets()
-        return {
-            tp.partition: max(
-                0, ends[tp] - self.positions.get(tp.partition, stored.get(tp.partition, 0))
-            )
-            for tp in assigned
-        }
+        busy = self.lock.locked()  # a fetched batch is being applied: count it as lag
+        lag: dict[int, int] = {}
+        for tp in assigned:
+            position = self.positions.get(tp.partition, stored.get(tp.partition, 0))
+            if not busy:
+                position = max(position, await self.consumer.position(tp))
+            lag[tp.partition] = max(0, ends[tp] - position)
+        return lag
