@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import jwt
 
@@ -138,7 +139,7 @@ class TokenVerifier:
         )
         return principal, float(claims["exp"])
 
-    def _key(self, token: str) -> object:
+    def _key(self, token: str) -> Any:
         if self._jwks:
             return self._jwks.get_signing_key_from_jwt(token).key
         return self._public_key or self._secret

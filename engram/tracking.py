@@ -27,7 +27,7 @@ class PoisonMessageError(Exception):
     """A record that can never be applied: it goes to the dead-letter topic."""
 
 
-class _Seek(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Seek(ConsumerRebalanceListener):
     def __init__(self, follower: TrackedFollower) -> None:
         self._f = follower
 

@@ -15,8 +15,7 @@ EVERYONE = re.compile(r"\b(all|every\w*|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")
 STOPWORDS = frozenset(
     "a an the is are was were be to of and or in on at for my our i we you that this "
-    "it with as by "
-    .split()
+    "it with as by ".split()
 )
 
 

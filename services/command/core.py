@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from contracts import commands as c
 from contracts.events import (
@@ -47,7 +48,7 @@ class Context:
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
     handler = _HANDLERS[type(cmd)]
-    return handler(state, cmd, ctx)  # type: ignore[no-any-return]
+    return handler(state, cmd, ctx)
 
 
 def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Event]:
@@ -98,7 +99,7 @@ def _revision(
         item_id=item.item_id,
         revision=item.revision + 1,
         base_revision=item.revision,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         content=ctx.seal(item.item_id, text),
         title=ctx.seal(item.item_id, title) if title else item.current.title,
         content_hash=ctx.content_hash(text),
@@ -138,7 +139,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
             MemoryRemembered(
                 item_id=(new_id := ctx.new_item_id()),
                 scope=ctx.scope,
-                kind=item.kind,  # type: ignore[arg-type]
+                kind=item.kind,
                 status="candidate",
                 content=ctx.seal(new_id, cmd.content),
                 title=ctx.seal(new_id, cmd.title) if cmd.title else None,
@@ -168,7 +169,7 @@ def _copy_revision(item: Item, revision: int, reason: str) -> MemoryRevised:
         base_revision=item.revision,
         reason=reason,
         content=old.content,
-        title=old.title,  # type: ignore[arg-type]
+        title=old.title,
         content_hash=old.content_hash,
         content_length=old.content_length,
         restored_from=revision,
@@ -193,7 +194,7 @@ def _status_change(item: Item, status: str, superseded_by: str | None = None) ->
         item_id=item.item_id,
         revision=item.revision + 1,
         status=status,
-        previous=item.status,  # type: ignore[arg-type]
+        previous=item.status,
         superseded_by=superseded_by,
     )
 
@@ -274,7 +275,7 @@ def _forget(
     ]
 
 
-_HANDLERS = {
+_HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Event]]] = {
     c.RememberMemory: _remember,
     c.CorrectMemory: _correct,
     c.RestoreRevision: _restore_revision,

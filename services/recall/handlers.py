@@ -43,7 +43,7 @@ async def post_search(request: Request, body: SearchRequest) -> SearchResponse:
 @router.get("/v1/policy")
 async def get_policy(request: Request) -> OrgPolicy:
     app = request.app.state
-    return await app.store.org_policy(principal_from(request, app.verifier))  # type: ignore[no-any-return]
+    return await app.store.org_policy(principal_from(request, app.verifier))
 
 
 @router.put("/v1/policy")
@@ -55,7 +55,7 @@ async def put_policy(request: Request, body: OrgPolicy) -> OrgPolicy:
         raise ProblemError(
             403, "Forbidden", "setting the org's policy needs the admin role", "forbidden"
         )
-    return await app.store.set_org_policy(principal, body)  # type: ignore[no-any-return]
+    return await app.store.set_org_policy(principal, body)
 
 
 @router.get("/v1/generation")
@@ -102,7 +102,7 @@ def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
         why=given["why"],
         state=state,
         current_revision=revision,
-    )  # type: ignore[arg-type]
+    )
 
 
 @router.get("/v1/memories/{item_id}")

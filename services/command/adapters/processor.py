@@ -21,7 +21,7 @@ from services.command.adapters.writer import Cleanup, PartitionWriter
 log = get_logger(__name__)
 
 
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, processor: CommandProcessor) -> None:
         self._p = processor
 
@@ -90,7 +90,7 @@ class CommandProcessor:
             for writer in self.writers.values():
                 await writer.stop()
 
-    async def _process(self, batches: dict[TopicPartition, list]) -> None:  # type: ignore[type-arg]
+    async def _process(self, batches: dict[TopicPartition, list]) -> None:
         async with self.lock:
             results = await asyncio.gather(
                 *(self._process_partition(tp, records) for tp, records in batches.items())
@@ -98,7 +98,7 @@ class CommandProcessor:
         for cleanup in results:
             await self._clean(cleanup)
 
-    async def _process_partition(self, tp: TopicPartition, records: list) -> Cleanup:  # type: ignore[type-arg]
+    async def _process_partition(self, tp: TopicPartition, records: list) -> Cleanup:
         writer = self.writers.get(tp.partition)
         if writer is None:
             # Fetched before the assignment callback made its writer (or after a revoke):
