@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 
+from engram.db import migrate
 from engram.logging import get_logger
+from engram.settings import CommonSettings
 from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
 from services.indexer.adapters.providers import EmbeddingProvider, open_provider
@@ -33,6 +36,7 @@ from services.indexer.errors import BudgetExhaustedError, EmbeddingError
 from services.indexer.settings import EmbeddingSettings, IndexerSettings
 
 log = get_logger(__name__)
+SQL_DIR = Path(__file__).parent / "sql"
 
 
 @dataclass
@@ -163,14 +167,11 @@ async def run_reindex(
     *,
     database_url: str | None = None,
 ) -> ReindexProgress | None:
-    """``engram reindex``: the configured model from the environment; None when embeddings are off.
-
-    Expects the indexer's migrations to be applied (``engram setup``).
-    """
-    from engram.settings import CommonSettings
-
+    """``engram reindex``: the model configured in the environment (None when it is off)."""
     embedding, indexer = EmbeddingSettings(), IndexerSettings()
-    pool = await create_vector_pool(database_url or CommonSettings().database_url)
+    dsn = database_url or CommonSettings().database_url
+    await migrate(dsn, "indexer", SQL_DIR)  # idempotent: the CLI may run before the service
+    pool = await create_vector_pool(dsn)
     try:
         budget = PostgresBudget(pool, embedding.daily_request_limit)
         async with open_provider(embedding, indexer, budget) as provider:

@@ -27,7 +27,7 @@ from services.indexer.adapters.store import (
 )
 from services.indexer.core import Plan, Tracked
 from services.indexer.errors import EmbeddingError
-from services.indexer.reindex import reindex
+from services.indexer.reindex import ReindexProgress, reindex, run_reindex
 
 pytestmark = pytest.mark.integration
 DEADLINE = 10.0
@@ -311,3 +311,17 @@ async def test_a_model_change_re_embeds_every_active_item_once_and_drops_the_old
     [query] = [new.vector("memory number 3")]
     assert (await store.nearest(org, ["shared"], "hash-new", query, 2.0, 1))[0][0] == f"{org}-3"
     assert await store.nearest(org, ["shared"], "hash-old", old.vector("x"), 2.0, 10) == []
+
+
+async def test_the_cli_entry_point_re_embeds_with_the_configured_model_or_says_off(
+    pool: asyncpg.Pool, org: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = await put_item(pool, org, f"{org}-trip", "The trip budget is 1500 EUR.")
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "local")
+    seen: list[ReindexProgress] = []
+    progress = await run_reindex(org, seen.append)
+    assert progress is not None and progress.done and progress.embedded == 1
+    assert seen and seen[-1].embedded == 1
+    assert await vectors(pool, org) == {(item, "all-MiniLM-L6-v2-onnx-int8"): 1}
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "off")
+    assert await run_reindex(org) is None
