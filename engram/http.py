@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,8 +14,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engram.auth import AuthError, Principal, TokenVerifier
+from engram.logging import get_logger
 
 PROBLEM = "application/problem+json"
+log = get_logger(__name__)
 
 
 class ProblemError(Exception):
@@ -47,6 +50,19 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
         return problem(exc.status, exc.title, exc.detail, exc.code, **exc.extra)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # A bug, not bad input: log it whole, answer without internals.
+        incident = uuid.uuid4().hex[:12]
+        log.error("unhandled_error", incident=incident, error=repr(exc), exc_info=exc)
+        return problem(
+            500,
+            "Internal error",
+            f"an unexpected error occurred (incident {incident}); it has been logged",
+            "internal",
+            incident=incident,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -51,6 +51,8 @@ async def test_the_recall_role_sees_only_its_principals_rows(
         async with recall.transaction():
             # Nothing is visible before the transaction names a principal.
             assert await recall.fetchval("SELECT count(*) FROM memory.items") == 0
+            assert await recall.fetchval(
+                "SELECT count(*) FROM recall.full_text('fact', 1000)") == 0
         async with recall.transaction():
             await recall.execute(SCOPED, ana.org, scopes_literal(ana.visible_scopes()),
                                  ana.member)
@@ -59,6 +61,10 @@ async def test_the_recall_role_sees_only_its_principals_rows(
             assert await recall.fetchval(
                 "SELECT count(*) FROM memory.items WHERE org <> $1 OR scope = 'member:bob'",
                 org) == 0
+            # The search functions apply the same rule from the same principal.
+            found = {r["item_id"] for r in await recall.fetch(
+                "SELECT item_id FROM recall.full_text('fact', 1000)")}
+            assert mine <= found and not found & hidden
             gens = await recall.fetch("SELECT org, scope FROM memory.generations")
             assert {(r["org"], r["scope"]) for r in gens} <= {
                 (org, s) for s in ana.visible_scopes()}

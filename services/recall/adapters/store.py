@@ -60,7 +60,7 @@ class RecallStore:
         if not tsquery:
             return []
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(Q["full_text"], p.org, p.visible_scopes(), tsquery, limit)
+            rows = await conn.fetch(Q["full_text"], tsquery, limit)
         return [_candidate(r) for r in rows]
 
     async def nearest(
@@ -68,9 +68,7 @@ class RecallStore:
     ) -> list[Candidate]:
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(
-                Q["nearest"], p.org, p.visible_scopes(), model, literal, max_distance, limit
-            )
+            rows = await conn.fetch(Q["nearest"], model, literal, max_distance, limit)
         return [_candidate(r) for r in rows]
 
     async def org_policy(self, p: Principal) -> OrgPolicy:

@@ -1,13 +1,6 @@
 -- name: full_text
-SELECT item_id, revision, scope, kind, title, content, pinned,
-       extract(epoch FROM updated_at) AS updated_at,
-       ts_rank_cd(tsv, q) AS rank
-FROM memory.items, to_tsquery('english', $3) AS q
-WHERE org = $1 AND scope = ANY($2) AND status = 'active'
-  AND (expires_at IS NULL OR expires_at > now())
-  AND tsv @@ q
-ORDER BY rank DESC, updated_at DESC
-LIMIT $4
+-- The principal comes from the transaction (see 004_search_functions.sql).
+SELECT * FROM recall.full_text($1, $2)
 
 -- name: pinned
 SELECT item_id, revision, scope, kind, title, content, pinned,
@@ -74,13 +67,9 @@ ORDER BY updated_at DESC
 LIMIT $3
 
 -- name: nearest
--- The indexer's nearest vectors (configured model, current revision, active items,
--- under the max distance), with the items' text: row-level security applies to both.
-SELECT i.item_id, i.revision, i.scope, i.kind, i.title, i.content, i.pinned,
-       extract(epoch FROM i.updated_at) AS updated_at, n.distance
-FROM indexer.nearest($1, $2, $3, $4::vector, $5, $6) AS n
-JOIN memory.items i ON i.item_id = n.item_id
-ORDER BY n.distance, n.item_id
+-- Nearest vectors of the configured model (current revision, active items, under the
+-- max distance) with the items' text, for the transaction's principal.
+SELECT * FROM recall.nearest($1, $2, $3, $4)
 
 -- name: org_policy
 SELECT policy, max_items, max_chars FROM recall.org_policies WHERE org = $1
