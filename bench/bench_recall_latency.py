@@ -26,6 +26,7 @@ from pathlib import Path
 
 import asyncpg
 import numpy as np
+from pgvector.asyncpg import register_vector
 
 from engram.auth import Principal
 from engram.db import with_user
@@ -56,10 +57,6 @@ def clustered(rng: np.random.Generator, topics: np.ndarray, n: int) -> tuple[np.
     which = rng.integers(0, TOPICS, size=n)
     v = topics[which] + rng.normal(scale=0.035, size=(n, DIMS)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True), which.tolist()
-
-
-def literal(v: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.5f}" for x in v) + "]"
 
 
 async def load(owner: asyncpg.Connection, total: int, rng: random.Random) -> None:
@@ -108,7 +105,7 @@ async def load(owner: asyncpg.Connection, total: int, rng: random.Random) -> Non
                 )
             )
             if vectors:
-                vrows.append((item_id, MODEL, 1, org, scope, literal(vecs[i])))
+                vrows.append((item_id, MODEL, 1, org, scope, vecs[i]))
         await owner.copy_records_to_table(
             "items",
             schema_name="memory",
@@ -188,6 +185,7 @@ async def main(args: argparse.Namespace) -> None:
     common = CommonSettings()
     rng = random.Random(5)
     owner = await asyncpg.connect(common.database_url)
+    await register_vector(owner)  # COPY the vectors in binary
     try:
         await load(owner, args.total, rng)
         await ensure_index(owner)
