@@ -35,10 +35,10 @@ from aiokafka.errors import KafkaError
 from contracts import topics
 from engram.auth import dev_secret, mint_token
 from engram.crypto import MasterKey, load_master_key
+from engram.embeddings.providers import LocalProvider
 from engram.keystore import KeyStore
 from engram.settings import CommonSettings
 from services.indexer.adapters.follower import PreparingFollower
-from services.indexer.adapters.providers import LocalProvider
 from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 

@@ -22,13 +22,14 @@ from typing import Any, Protocol
 
 import httpx
 
-from services.indexer.core import backoff
-from services.indexer.errors import (
+from engram.embeddings.errors import (
+    BudgetExhaustedError,
     EmbeddingError,
     ModelUnavailableError,
     TransientEmbeddingError,
 )
-from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from engram.embeddings.retry import backoff, retry_after_seconds
+from engram.embeddings.settings import EmbeddingSettings, ProviderTuning
 
 LOCAL_MODEL = "all-MiniLM-L6-v2-onnx-int8"
 LOCAL_DIMENSIONS = 384
@@ -49,8 +50,8 @@ class EmbeddingProvider(Protocol):
 
 
 class RequestBudget(Protocol):
-    async def reserve(self) -> None:
-        """Take one remote request from today's budget, or raise BudgetExhaustedError."""
+    async def reserve(self) -> bool:
+        """Take one remote request from today's budget; False when none is left."""
 
 
 def model_id(settings: EmbeddingSettings) -> str | None:
@@ -169,7 +170,7 @@ class OpenAIProvider:
         self,
         client: httpx.AsyncClient,
         embedding: EmbeddingSettings,
-        indexer: IndexerSettings,
+        tuning: ProviderTuning,
         budget: RequestBudget,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -179,9 +180,9 @@ class OpenAIProvider:
         self._name = embedding.model
         self.dimensions = embedding.dimensions
         self.model = remote_model_id(embedding)
-        self._send_dimensions = indexer.request_dimensions
-        self._retries = indexer.retries
-        self._base, self._cap = indexer.retry_base_s, indexer.retry_max_s
+        self._send_dimensions = embedding.request_dimensions
+        self._retries = tuning.retries
+        self._base, self._cap = tuning.retry_base_s, tuning.retry_max_s
         key = embedding.api_key.get_secret_value() if embedding.api_key else None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.requests = 0
@@ -190,7 +191,8 @@ class OpenAIProvider:
         if not texts:
             return []
         for attempt in range(self._retries + 1):
-            await self._budget.reserve()  # every attempt is a request, and is charged
+            if not await self._budget.reserve():  # every attempt is a request, and is charged
+                raise BudgetExhaustedError("today's remote AI requests are used up")
             try:
                 return self._vectors(await self._post(texts), len(texts))
             except TransientEmbeddingError as exc:
@@ -211,7 +213,7 @@ class OpenAIProvider:
         if response.status_code == 429 or response.status_code >= 500:
             raise TransientEmbeddingError(
                 f"HTTP {response.status_code}: {response.text[:200]}",
-                _retry_after(response.headers.get("retry-after")),
+                retry_after_seconds(response.headers.get("retry-after")),
             )
         if response.status_code != 200:
             raise EmbeddingError(f"HTTP {response.status_code}: {response.text[:500]}")
@@ -233,26 +235,19 @@ class OpenAIProvider:
         return vectors
 
 
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-
-
 @asynccontextmanager
 async def open_provider(
-    embedding: EmbeddingSettings, indexer: IndexerSettings, budget: RequestBudget
+    embedding: EmbeddingSettings, tuning: ProviderTuning, budget: RequestBudget
 ) -> AsyncIterator[EmbeddingProvider | None]:
     """The configured provider (None when embeddings are off), with its HTTP client closed after."""
     provider = embedding.effective_provider
     if provider == "local":
         # Loading the model reads and hashes 23 MB: keep it off the event loop.
-        yield await asyncio.to_thread(LocalProvider, indexer.local_batch)
+        yield await asyncio.to_thread(LocalProvider, tuning.local_batch)
     elif provider == "openai":
-        seconds = indexer.request_timeout_s
+        seconds = tuning.request_timeout_s
         timeout = httpx.Timeout(seconds, connect=min(10.0, seconds))
         async with httpx.AsyncClient(timeout=timeout) as client:
-            yield OpenAIProvider(client, embedding, indexer, budget)
+            yield OpenAIProvider(client, embedding, tuning, budget)
     else:
         yield None

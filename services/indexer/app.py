@@ -14,6 +14,8 @@ from fastapi import FastAPI
 
 from engram.crypto import MasterKey, load_master_key
 from engram.db import migrate
+from engram.embeddings.providers import EmbeddingProvider, open_provider
+from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
 from engram.keystore import KeyStore, migrate_keystore
 from engram.logging import configure_logging, get_logger
@@ -21,11 +23,10 @@ from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from services.indexer import metrics
 from services.indexer.adapters.follower import PreparingFollower
-from services.indexer.adapters.providers import EmbeddingProvider, open_provider
 from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.reindex import reindex_loop
-from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from services.indexer.settings import IndexerSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
 log = get_logger(__name__)
@@ -48,7 +49,7 @@ def create_app(
         pool = await create_vector_pool(common.database_url)
         budget = PostgresBudget(pool, embedding.daily_request_limit)
         try:
-            async with open_provider(embedding, settings, budget) as provider:
+            async with open_provider(embedding, settings.tuning, budget) as provider:
                 if provider is not None:
                     await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
                 follower = _follower(settings, common, pool, provider)

@@ -151,17 +151,6 @@ def embedding_text(title: str | None, content: str) -> str:
     return f"{title}\n{content}" if title else content
 
 
-def backoff(attempt: int, base: float, cap: float, retry_after: float | None = None) -> float:
-    """Delay before retry ``attempt`` (0-based): doubling from ``base``, never above ``cap``.
-
-    A server's Retry-After wins when it asks for longer (still capped).
-    """
-    delay = min(cap, base * 2**attempt)
-    if retry_after is not None:
-        delay = min(cap, max(delay, retry_after))
-    return delay
-
-
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -1,4 +1,4 @@
-"""Errors of the indexer: one root, small named subclasses, mapped at the adapter boundary."""
+"""Errors of the indexer itself; the providers' errors live in ``engram.embeddings.errors``."""
 
 from __future__ import annotations
 
@@ -7,21 +7,5 @@ class IndexerError(Exception):
     """Root of the indexer's errors."""
 
 
-class EmbeddingError(IndexerError):
-    """The provider refused the request or answered nonsense: retrying will not help."""
-
-
-class TransientEmbeddingError(EmbeddingError):
-    """A failure worth retrying with backoff: HTTP 429 or 5xx, a timeout, a dropped connection."""
-
-    def __init__(self, detail: str, retry_after: float | None = None) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
-
-
-class BudgetExhaustedError(IndexerError):
-    """Today's remote AI request budget is used up; the work waits for tomorrow's budget."""
-
-
-class ModelUnavailableError(IndexerError):
-    """The local model or its tokenizer is not installed (the ``embeddings`` extra)."""
+class ModelMismatchError(IndexerError):
+    """The model is registered with other dimensions: its vectors cannot share one index."""

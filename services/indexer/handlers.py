@@ -16,14 +16,14 @@ from pydantic import ValidationError
 from contracts.envelope import EventEnvelope
 from contracts.events import Event, MemoryForgotten, Sealed, parse_event
 from engram.crypto import open_sealed
+from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
+from engram.embeddings.providers import EmbeddingProvider
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.indexer import metrics
 from services.indexer.adapters.follower import DeadLetter
-from services.indexer.adapters.providers import EmbeddingProvider
 from services.indexer.adapters.store import VectorRow, VectorStore, apply_plans, write_vectors
 from services.indexer.core import Plan, Tracked, chunks, embedding_text, fold, org_scope, plan
-from services.indexer.errors import BudgetExhaustedError, EmbeddingError
 
 log = get_logger(__name__)
 

@@ -19,11 +19,13 @@ from pathlib import Path
 import asyncpg
 
 from engram.db import migrate
+from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
+from engram.embeddings.providers import EmbeddingProvider, open_provider
+from engram.embeddings.settings import EmbeddingSettings
 from engram.logging import get_logger
 from engram.settings import CommonSettings
 from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
-from services.indexer.adapters.providers import EmbeddingProvider, open_provider
 from services.indexer.adapters.store import (
     ItemText,
     PostgresBudget,
@@ -32,8 +34,7 @@ from services.indexer.adapters.store import (
     create_vector_pool,
 )
 from services.indexer.core import embedding_text
-from services.indexer.errors import BudgetExhaustedError, EmbeddingError
-from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from services.indexer.settings import IndexerSettings
 
 log = get_logger(__name__)
 SQL_DIR = Path(__file__).parent / "sql"
@@ -174,7 +175,7 @@ async def run_reindex(
     pool = await create_vector_pool(dsn)
     try:
         budget = PostgresBudget(pool, embedding.daily_request_limit)
-        async with open_provider(embedding, indexer, budget) as provider:
+        async with open_provider(embedding, indexer.tuning, budget) as provider:
             if provider is None:
                 return None
             return await reindex(

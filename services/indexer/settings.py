@@ -1,51 +1,18 @@
-"""Settings of the indexer (prefix ENGRAM_INDEXER_) and of the embedding model (MEMORY_*).
+"""Settings of the indexer (prefix ENGRAM_INDEXER_).
 
-The MEMORY_* names describe which AI the deployment uses and are shared with the
-other services that need the same model (recall embeds queries with it); the
-ENGRAM_INDEXER_* names describe how this service behaves.
+Which embedding model the deployment uses is shared with recall (it embeds queries
+with the same model): see ``engram.embeddings.settings``. The names here describe how
+this service behaves.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from contracts import topics
+from engram.embeddings.settings import ProviderTuning
 from engram.settings import ServiceSettings
-
-ProviderName = Literal["off", "local", "openai"]
-# pgvector's HNSW index takes at most 2,000 dimensions of type ``vector``.
-MAX_INDEXED_DIMENSIONS = 2000
-
-
-class EmbeddingSettings(BaseSettings):
-    """Which embedding model, if any. Off by default: everything works without it."""
-
-    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    provider: ProviderName = Field("off", alias="MEMORY_EMBEDDING_PROVIDER")
-    url: str | None = Field(None, alias="MEMORY_EMBEDDING_URL")
-    model: str = Field("text-embedding-3-small", alias="MEMORY_EMBEDDING_MODEL")
-    dimensions: int = Field(
-        1536, alias="MEMORY_EMBEDDING_DIMENSIONS", ge=1, le=MAX_INDEXED_DIMENSIONS
-    )
-    api_key: SecretStr | None = Field(None, alias="MEMORY_AI_API_KEY")
-    daily_request_limit: int = Field(100, alias="MEMORY_AI_DAILY_REQUEST_LIMIT", ge=0)
-
-    @model_validator(mode="after")
-    def _openai_needs_a_url(self) -> EmbeddingSettings:
-        if self.provider == "openai" and not self.url:
-            raise ValueError("MEMORY_EMBEDDING_PROVIDER=openai needs MEMORY_EMBEDDING_URL")
-        return self
-
-    @property
-    def effective_provider(self) -> ProviderName:
-        """A daily limit of 0 turns remote AI off; the local model is never charged."""
-        if self.provider == "openai" and self.daily_request_limit == 0:
-            return "off"
-        return self.provider
 
 
 class IndexerSettings(ServiceSettings):
@@ -60,8 +27,6 @@ class IndexerSettings(ServiceSettings):
     # Texts per ONNX run of the local model (padded to the longest text in the run).
     local_batch: int = Field(32, ge=1)
     request_timeout_s: float = Field(30.0, gt=0)
-    # Send ``dimensions`` in remote requests (text-embedding-3 honours it; older models reject it).
-    request_dimensions: bool = True
     retries: int = Field(5, ge=0, le=5)
     retry_base_s: float = Field(0.5, gt=0)
     retry_max_s: float = Field(30.0, gt=0)
@@ -71,3 +36,14 @@ class IndexerSettings(ServiceSettings):
     reindex_batch: int = Field(64, ge=1)
     # After a complete re-embed, delete the vectors of every other model.
     prune_other_models: bool = True
+
+    @property
+    def tuning(self) -> ProviderTuning:
+        """The provider's behaviour for batch work: long timeouts, patient retries."""
+        return ProviderTuning(
+            local_batch=self.local_batch,
+            request_timeout_s=self.request_timeout_s,
+            retries=self.retries,
+            retry_base_s=self.retry_base_s,
+            retry_max_s=self.retry_max_s,
+        )

@@ -23,10 +23,15 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.indexer.adapters.providers import OpenAIProvider
+from engram.embeddings.errors import (
+    BudgetExhaustedError,
+    EmbeddingError,
+    TransientEmbeddingError,
+)
+from engram.embeddings.providers import OpenAIProvider
+from engram.embeddings.settings import EmbeddingSettings
 from services.indexer.adapters.store import PostgresBudget, create_vector_pool
-from services.indexer.errors import BudgetExhaustedError, EmbeddingError, TransientEmbeddingError
-from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from services.indexer.settings import IndexerSettings
 
 pytestmark = pytest.mark.integration
 DEADLINE = 10.0
@@ -123,7 +128,7 @@ def provider(
     )
     budget = PostgresBudget(pool, embedding.daily_request_limit, today=lambda: day)
     client = httpx.AsyncClient(timeout=settings.request_timeout_s)
-    return OpenAIProvider(client, embedding, settings, budget), budget, client
+    return OpenAIProvider(client, embedding, settings.tuning, budget), budget, client
 
 
 async def test_texts_come_back_as_vectors_in_order_with_model_dimensions_and_key(
@@ -215,14 +220,7 @@ async def test_replicas_share_the_budget_and_never_overspend_it(
 ) -> None:
     budgets = [PostgresBudget(pool, 5, today=lambda: day) for _ in range(3)]
 
-    async def take(budget: PostgresBudget) -> bool:
-        try:
-            await budget.reserve()
-        except BudgetExhaustedError:
-            return False
-        return True
-
-    taken = await asyncio.gather(*(take(budgets[i % 3]) for i in range(20)))
+    taken = await asyncio.gather(*(budgets[i % 3].reserve() for i in range(20)))
     assert sum(taken) == 5
     assert await budgets[0].used() == 5
 

@@ -34,13 +34,14 @@ from contracts.events import (
 )
 from contracts.topics import dead_letter_topic
 from engram.crypto import MasterKey, load_master_key, seal
+from engram.embeddings.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
+from engram.embeddings.settings import EmbeddingSettings
 from engram.keystore import KeyStore, shred
 from engram.settings import CommonSettings
 from services.indexer.adapters.follower import PreparingFollower
-from services.indexer.adapters.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
 from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
-from services.indexer.settings import EmbeddingSettings, IndexerSettings
+from services.indexer.settings import IndexerSettings
 from tests.integration.test_indexer_openai import EmbeddingServer, server  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -324,7 +325,7 @@ async def test_a_failing_endpoint_dead_letters_the_event_and_the_indexer_goes_on
     try:
         async with httpx.AsyncClient() as client:
             budget = PostgresBudget(pool, 1000, today=lambda: day)
-            await run_indexer(OpenAIProvider(client, embedding, settings, budget))
+            await run_indexer(OpenAIProvider(client, embedding, settings.tuning, budget))
             failed = await stream.remember(f"{stream.org}-a", "The trip budget is 1500 EUR.")
             letter = await _dead_letter_for(dlq, stream.topic)
             assert (letter["offset"], letter["service"]) == (failed, "indexer")

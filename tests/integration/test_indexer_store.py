@@ -18,7 +18,8 @@ import asyncpg
 import pytest
 
 from engram.db import migrate
-from services.indexer.adapters.providers import LocalProvider
+from engram.embeddings.errors import EmbeddingError
+from engram.embeddings.providers import LocalProvider
 from services.indexer.adapters.store import (
     VectorRow,
     VectorStore,
@@ -26,7 +27,7 @@ from services.indexer.adapters.store import (
     create_vector_pool,
 )
 from services.indexer.core import Plan, Tracked
-from services.indexer.errors import EmbeddingError
+from services.indexer.errors import ModelMismatchError
 from services.indexer.reindex import ReindexProgress, reindex, run_reindex
 
 pytestmark = pytest.mark.integration
@@ -279,7 +280,7 @@ async def test_each_model_gets_a_partial_hnsw_cosine_index(pool: asyncpg.Pool) -
     )
     assert "USING hnsw" in index and "vector_cosine_ops" in index
     assert "vector(5)" in index and model.model in index
-    with pytest.raises(EmbeddingError, match="dimensions"):
+    with pytest.raises(ModelMismatchError, match="dimensions"):
         await VectorStore(pool).ensure_model(model.model, 6)
 
 

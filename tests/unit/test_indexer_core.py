@@ -18,6 +18,7 @@ from contracts.events import (
     MemoryRevised,
     MemoryStatusChanged,
 )
+from engram.embeddings.retry import backoff
 from services.command.core import decide
 from services.command.errors import DomainError
 from services.command.state import StreamState, evolve
@@ -25,7 +26,6 @@ from services.indexer.core import (
     Plan,
     Seen,
     Tracked,
-    backoff,
     embedding_text,
     fold,
     plan,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.indexer.adapters.providers import LOCAL_DIMENSIONS, LocalProvider
+from engram.embeddings.providers import LOCAL_DIMENSIONS, LocalProvider
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from pgvector.asyncpg import register_vector
 from contracts.events import Sealed
 from engram.db import load_queries
 from services.indexer.core import Plan, Seen, Tracked, Verdict, verdict
-from services.indexer.errors import BudgetExhaustedError, EmbeddingError
+from services.indexer.errors import ModelMismatchError
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
@@ -157,7 +157,7 @@ class VectorStore:
             known = await conn.fetchrow(Q["model"], model)
             if known is not None:
                 if known["dimensions"] != dimensions:
-                    raise EmbeddingError(
+                    raise ModelMismatchError(
                         f"model {model} has {known['dimensions']} dimensions, not {dimensions}"
                     )
                 return
@@ -213,10 +213,9 @@ class PostgresBudget:
     ) -> None:
         self._pool, self._limit, self._today = pool, limit, today
 
-    async def reserve(self) -> None:
+    async def reserve(self) -> bool:
         used = await self._pool.fetchval(Q["reserve_request"], self._today(), self._limit)
-        if used is None:
-            raise BudgetExhaustedError(f"{self._limit} remote AI requests used today")
+        return used is not None
 
     async def used(self) -> int:
         return int(await self._pool.fetchval(Q["budget_used"], self._today()))
