@@ -18,6 +18,7 @@ from engram.logging import get_logger
 
 log = get_logger(__name__)
 MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+SHARED_SQL_DIR = Path(__file__).parent / "sql"
 
 
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
@@ -83,6 +84,11 @@ async def migrate(dsn: str, owner: str, sql_dir: Path) -> list[str]:
         return await apply_migrations(conn, owner, sql_dir)
     finally:
         await conn.close()
+
+
+async def migrate_shared(dsn: str) -> list[str]:
+    """The shared package's tables (key store, AI budget), which every service's come after."""
+    return await migrate(dsn, "engram", SHARED_SQL_DIR)
 
 
 def load_queries(path: Path) -> dict[str, str]:

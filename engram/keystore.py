@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from pathlib import Path
 
 import asyncpg
 
 from engram.crypto import KeyMissingError, MasterKey
-from engram.db import migrate
 
-SQL_DIR = Path(__file__).parent / "sql"
 ENSURE = """
 WITH made AS (
     INSERT INTO keystore.data_keys (key_id, org, wrapped)
@@ -22,10 +19,6 @@ SELECT key_id, wrapped FROM made
 UNION ALL
 SELECT key_id, wrapped FROM keystore.data_keys WHERE key_id = ANY($4)
 """
-
-
-async def migrate_keystore(dsn: str) -> None:
-    await migrate(dsn, "keystore", SQL_DIR)
 
 
 class KeyStore:

@@ -1,14 +1,14 @@
-"""The set-up step: topics with their partition counts and retention, and every
-service's migrations, in dependency order (the read models before their readers)."""
+"""The set-up step: topics with their partition counts and retention, the shared
+package's tables, then every service's migrations, in dependency order (the read
+models before their readers)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram.db import migrate
+from engram.db import migrate, migrate_shared
 from engram.kafka import ensure_topics
-from engram.keystore import migrate_keystore
 from engram.settings import REPO_ROOT, CommonSettings
 
 # The projector's memory.* tables come before the services that read them, and the
@@ -29,8 +29,7 @@ def service_sql_dirs() -> list[tuple[str, Path]]:
 
 async def setup(common: CommonSettings) -> SetupReport:
     created = await ensure_topics(common.kafka_bootstrap_servers, common.partitions)
-    await migrate_keystore(common.database_url)
-    applied = {
-        name: await migrate(common.database_url, name, path) for name, path in service_sql_dirs()
-    }
+    applied = {"engram": await migrate_shared(common.database_url)}
+    for name, path in service_sql_dirs():
+        applied[name] = await migrate(common.database_url, name, path)
     return SetupReport(created, applied)

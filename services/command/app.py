@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from contracts import topics
 from engram.auth import TokenVerifier
 from engram.crypto import MasterKey, load_master_key
-from engram.db import create_pool, migrate
+from engram.db import create_pool, migrate, migrate_shared
 from engram.http import install_health, install_problem_handlers
 from engram.kafka import partition_count
-from engram.keystore import KeyStore, migrate_keystore
+from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
@@ -39,7 +39,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_keystore(common.database_url)
+        await migrate_shared(common.database_url)
         await migrate(common.database_url, "command", SQL_DIR)
         pool = await create_pool(common.database_url, max_size=8)
         keystore = KeyStore(pool, MasterKey(load_master_key(common)))

@@ -17,13 +17,14 @@ import httpx
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
-from engram.db import create_pool, migrate
+from engram.budget import DailyBudget, utc_today
+from engram.db import create_pool, migrate, migrate_shared
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from engram.tracking import BatchHandler, TrackedFollower
-from services.extractor.adapters.ai import ChatExtractor, DailyBudget
+from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
 from services.extractor.handlers import SourceRecorder, TurnExtractor
 from services.extractor.settings import ExtractorSettings
@@ -31,10 +32,6 @@ from services.extractor.settings import ExtractorSettings
 SQL_DIR = Path(__file__).parent / "sql"
 OFFSETS = "extractor.offsets"
 log = get_logger(__name__)
-
-
-def utc_today() -> date:
-    return datetime.now(UTC).date()
 
 
 def create_app(
@@ -50,6 +47,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate_shared(common.database_url)  # the AI budget, before the extractor's
         await migrate(common.database_url, "extractor", SQL_DIR)
         pool = await create_pool(common.database_url, max_size=4)
         publisher = CommandPublisher(common.kafka_bootstrap_servers)

@@ -12,18 +12,19 @@ import asyncpg
 from aiokafka.errors import KafkaError
 from fastapi import FastAPI
 
+from engram.budget import DailyBudget
 from engram.crypto import MasterKey, load_master_key
-from engram.db import migrate
+from engram.db import migrate, migrate_shared
 from engram.embeddings.providers import EmbeddingProvider, open_provider
 from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
-from engram.keystore import KeyStore, migrate_keystore
+from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from services.indexer import metrics
 from services.indexer.adapters.follower import PreparingFollower
-from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
+from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.reindex import reindex_loop
 from services.indexer.settings import IndexerSettings
@@ -44,10 +45,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_keystore(common.database_url)
+        await migrate_shared(common.database_url)
         await migrate(common.database_url, "indexer", SQL_DIR)
         pool = await create_vector_pool(common.database_url)
-        budget = PostgresBudget(pool, embedding.daily_request_limit)
+        budget = DailyBudget(pool, embedding.daily_request_limit)
         try:
             async with open_provider(embedding, settings.tuning, budget) as provider:
                 if provider is not None:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import asyncpg
 
-from engram.db import migrate
+from engram.budget import DailyBudget
+from engram.db import migrate, migrate_shared
 from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider, open_provider
 from engram.embeddings.settings import EmbeddingSettings
@@ -28,7 +29,6 @@ from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
 from services.indexer.adapters.store import (
     ItemText,
-    PostgresBudget,
     VectorRow,
     VectorStore,
     create_vector_pool,
@@ -171,10 +171,12 @@ async def run_reindex(
     """``engram reindex``: the model configured in the environment (None when it is off)."""
     embedding, indexer = EmbeddingSettings(), IndexerSettings()
     dsn = database_url or CommonSettings().database_url
-    await migrate(dsn, "indexer", SQL_DIR)  # idempotent: the CLI may run before the service
+    # Idempotent: the CLI may run before the service (the budget table comes first).
+    await migrate_shared(dsn)
+    await migrate(dsn, "indexer", SQL_DIR)
     pool = await create_vector_pool(dsn)
     try:
-        budget = PostgresBudget(pool, embedding.daily_request_limit)
+        budget = DailyBudget(pool, embedding.daily_request_limit)
         async with open_provider(embedding, indexer.tuning, budget) as provider:
             if provider is None:
                 return None

@@ -15,9 +15,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
 from engram.crypto import MasterKey
-from engram.db import create_pool, migrate
+from engram.db import create_pool, migrate, migrate_shared
 from engram.kafka import partition_count
-from engram.keystore import KeyStore, migrate_keystore
+from engram.keystore import KeyStore
 from services.projector.handlers import EventProjector
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -80,7 +80,7 @@ async def replay(
     progress: Progress | None = None,
 ) -> ReplayReport:
     started = time.monotonic()
-    await migrate_keystore(shadow_dsn)
+    await migrate_shared(shadow_dsn)
     await migrate(shadow_dsn, "projector", SQL_DIR)
     live = await create_pool(live_dsn, max_size=2)
     shadow = await create_pool(shadow_dsn, max_size=2)

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
-from engram.db import create_pool, migrate, with_user
+from engram.db import create_pool, migrate, migrate_shared, with_user
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
 from engram.settings import CommonSettings
@@ -30,7 +30,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Recall's policies cover the projector's and the indexer's tables: theirs first.
+        # Recall's policies and grants cover the shared, the projector's and the indexer's
+        # tables: theirs first.
+        await migrate_shared(common.database_url)
         for owner, path in service_sql_dirs():
             await migrate(common.database_url, owner, path)
             if owner == "recall":

@@ -468,7 +468,7 @@ async def budget_day(stack_settings: dict[str, str]) -> AsyncIterator[date]:
     yield day
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:
-        await conn.execute("DELETE FROM extractor.ai_budget WHERE day = $1", day)
+        await conn.execute("DELETE FROM ai.daily_requests WHERE day = $1", day)
     finally:
         await conn.close()
 
@@ -476,7 +476,7 @@ async def budget_day(stack_settings: dict[str, str]) -> AsyncIterator[date]:
 async def used_on(stack: dict[str, str], day: date) -> int | None:
     conn = await asyncpg.connect(stack["DATABASE_URL"])
     try:
-        return await conn.fetchval("SELECT used FROM extractor.ai_budget WHERE day = $1", day)
+        return await conn.fetchval("SELECT used FROM ai.daily_requests WHERE day = $1", day)
     finally:
         await conn.close()
 

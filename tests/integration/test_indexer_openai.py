@@ -23,6 +23,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from engram.budget import DailyBudget
 from engram.embeddings.errors import (
     BudgetExhaustedError,
     EmbeddingError,
@@ -30,7 +31,7 @@ from engram.embeddings.errors import (
 )
 from engram.embeddings.providers import OpenAIProvider
 from engram.embeddings.settings import EmbeddingSettings
-from services.indexer.adapters.store import PostgresBudget, create_vector_pool
+from services.indexer.adapters.store import create_vector_pool
 from services.indexer.settings import IndexerSettings
 
 pytestmark = pytest.mark.integration
@@ -107,14 +108,14 @@ async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture
 async def day(pool: asyncpg.Pool) -> AsyncIterator[date]:
     """A budget day no one else uses (far in the past), removed afterwards."""
-    the_day = date(1900, 1, 1) + timedelta(days=uuid.uuid4().int % 50_000)
+    the_day = date(1900, 1, 1) + timedelta(days=uuid.uuid4().int % 30_000)  # before 1983
     yield the_day
-    await pool.execute("DELETE FROM indexer.ai_budget WHERE day = $1", the_day)
+    await pool.execute("DELETE FROM ai.daily_requests WHERE day = $1", the_day)
 
 
 def provider(
     server: EmbeddingServer, pool: asyncpg.Pool, day: date, *, limit: int = 100, **indexer: Any
-) -> tuple[OpenAIProvider, PostgresBudget, httpx.AsyncClient]:
+) -> tuple[OpenAIProvider, DailyBudget, httpx.AsyncClient]:
     embedding = EmbeddingSettings(
         MEMORY_EMBEDDING_PROVIDER="openai",
         MEMORY_EMBEDDING_URL=server.url,
@@ -126,7 +127,7 @@ def provider(
     settings = IndexerSettings(
         **{"retry_base_s": 0.01, "retry_max_s": 0.05, "request_timeout_s": 1.0, **indexer}
     )
-    budget = PostgresBudget(pool, embedding.daily_request_limit, today=lambda: day)
+    budget = DailyBudget(pool, embedding.daily_request_limit, today=lambda: day)
     client = httpx.AsyncClient(timeout=settings.request_timeout_s)
     return OpenAIProvider(client, embedding, settings.tuning, budget), budget, client
 
@@ -218,7 +219,7 @@ async def test_retries_stop_when_the_budget_runs_out(
 async def test_replicas_share_the_budget_and_never_overspend_it(
     pool: asyncpg.Pool, day: date
 ) -> None:
-    budgets = [PostgresBudget(pool, 5, today=lambda: day) for _ in range(3)]
+    budgets = [DailyBudget(pool, 5, today=lambda: day) for _ in range(3)]
 
     taken = await asyncio.gather(*(budgets[i % 3].reserve() for i in range(20)))
     assert sum(taken) == 5

@@ -33,13 +33,14 @@ from contracts.events import (
     MemoryStatusChanged,
 )
 from contracts.topics import dead_letter_topic
+from engram.budget import DailyBudget
 from engram.crypto import MasterKey, load_master_key, seal
 from engram.embeddings.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
 from engram.embeddings.settings import EmbeddingSettings
 from engram.keystore import KeyStore, shred
 from engram.settings import CommonSettings
 from services.indexer.adapters.follower import PreparingFollower
-from services.indexer.adapters.store import PostgresBudget, VectorStore, create_vector_pool
+from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.settings import IndexerSettings
 from tests.integration.test_indexer_openai import EmbeddingServer, server  # noqa: F401
@@ -324,7 +325,7 @@ async def test_a_failing_endpoint_dead_letters_the_event_and_the_indexer_goes_on
     dlq = await _dlq_reader(stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
     try:
         async with httpx.AsyncClient() as client:
-            budget = PostgresBudget(pool, 1000, today=lambda: day)
+            budget = DailyBudget(pool, 1000, today=lambda: day)
             await run_indexer(OpenAIProvider(client, embedding, settings.tuning, budget))
             failed = await stream.remember(f"{stream.org}-a", "The trip budget is 1500 EUR.")
             letter = await _dead_letter_for(dlq, stream.topic)
@@ -335,7 +336,7 @@ async def test_a_failing_endpoint_dead_letters_the_event_and_the_indexer_goes_on
         assert len(server.requests) == 7
     finally:
         await dlq.stop()
-        await pool.execute("DELETE FROM indexer.ai_budget WHERE day = $1", day)
+        await pool.execute("DELETE FROM ai.daily_requests WHERE day = $1", day)
 
 
 def _at(pool: asyncpg.Pool, item_id: str, revision: int) -> Callable[[], Awaitable[Any]]:

@@ -1,18 +1,17 @@
-"""The OpenAI-compatible extraction client: daily budget, request, retries with backoff."""
+"""The OpenAI-compatible extraction client: budget, request, retries with backoff.
+
+The budget is ``engram.budget.DailyBudget``: one count for all memory AI requests.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from datetime import date
-from pathlib import Path
 from typing import Protocol
 
-import asyncpg
 import httpx
 
-from engram.db import load_queries
 from engram.logging import get_logger
 from services.extractor.core import Candidate, backoff_delay
 from services.extractor.errors import AIFailed, AIRetryable, BudgetExhausted
@@ -20,31 +19,12 @@ from services.extractor.prompt import chat_request, read_reply
 from services.extractor.settings import ExtractorSettings
 
 log = get_logger(__name__)
-Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
 
 class Budget(Protocol):
     async def reserve(self) -> bool:
         """Take one request from the budget; False when none is left."""
         ...
-
-
-class DailyBudget:
-    """MEMORY_AI_DAILY_REQUEST_LIMIT, shared by every replica through one row per day."""
-
-    def __init__(self, pool: asyncpg.Pool, limit: int, today: Callable[[], date]) -> None:
-        self._pool, self._limit, self._today = pool, limit, today
-
-    async def reserve(self) -> bool:
-        """Take one request from today's budget; False when none is left.
-
-        Its own statement on the pool, not the batch's transaction: a request
-        that was made stays counted even if the batch is rolled back.
-        """
-        if self._limit <= 0:
-            return False
-        used = await self._pool.fetchval(Q["reserve_ai_request"], self._today(), self._limit)
-        return used is not None
 
 
 class ChatExtractor:

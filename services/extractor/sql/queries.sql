@@ -1,10 +1,3 @@
--- name: reserve_ai_request
--- One request from the day's budget; the row lock makes it atomic across replicas.
--- Returns no row when the budget is spent.
-INSERT INTO extractor.ai_budget AS b (day, used) VALUES ($1, 1)
-ON CONFLICT (day) DO UPDATE SET used = b.used + 1 WHERE b.used < $2
-RETURNING used
-
 -- name: turn_method
 SELECT method FROM extractor.turns WHERE org = $1 AND turn_id = $2
 

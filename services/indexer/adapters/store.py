@@ -1,4 +1,4 @@
-"""Postgres adapter of the indexer: item views, vectors, the request budget, re-embed jobs.
+"""Postgres adapter of the indexer: item views, vectors and models.
 
 Every vector write goes through ``write_vectors``: in one short transaction it
 locks the items (advisory locks, in key order), reads both views of each item
@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
 from pathlib import Path
 
 import asyncpg
@@ -201,21 +200,3 @@ def _tracked(row: asyncpg.Record) -> Tracked:
         title=sealed(row["title"]),
     )
 
-
-class PostgresBudget:
-    """The daily remote request budget, reserved atomically (replicas share one count)."""
-
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        limit: int,
-        today: Callable[[], date] = lambda: datetime.now(UTC).date(),
-    ) -> None:
-        self._pool, self._limit, self._today = pool, limit, today
-
-    async def reserve(self) -> bool:
-        used = await self._pool.fetchval(Q["reserve_request"], self._today(), self._limit)
-        return used is not None
-
-    async def used(self) -> int:
-        return int(await self._pool.fetchval(Q["budget_used"], self._today()))

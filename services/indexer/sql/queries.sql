@@ -63,15 +63,6 @@ SELECT dimensions, index_name FROM indexer.models WHERE model = $1
 -- name: add_model
 INSERT INTO indexer.models (model, dimensions, index_name) VALUES ($1, $2, $3)
 
--- name: reserve_request
--- One remote request, reserved atomically: NULL when today's budget is used up.
-INSERT INTO indexer.ai_budget AS b (day, used) SELECT $1, 1 WHERE $2 > 0
-ON CONFLICT (day) DO UPDATE SET used = b.used + 1 WHERE b.used < $2
-RETURNING used
-
--- name: budget_used
-SELECT coalesce((SELECT used FROM indexer.ai_budget WHERE day = $1), 0)
-
 -- name: reindex_candidates
 -- Active items without a vector of this model for their current revision, in id order.
 SELECT i.item_id, i.org, i.scope, i.revision, i.title, i.content
