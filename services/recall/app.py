@@ -10,10 +10,12 @@ from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
 from engram.db import create_pool, migrate, migrate_shared, with_user
+from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
 from engram.settings import CommonSettings
 from engram.setup import service_sql_dirs
+from services.recall.adapters.embedder import open_embedder
 from services.recall.adapters.store import RecallStore
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
@@ -22,29 +24,27 @@ log = get_logger(__name__)
 
 
 def create_app(
-    settings: RecallSettings | None = None, common: CommonSettings | None = None
+    settings: RecallSettings | None = None,
+    common: CommonSettings | None = None,
+    embedding: EmbeddingSettings | None = None,
 ) -> FastAPI:
     settings = settings or RecallSettings()
     common = common or CommonSettings()
+    embedding = embedding or EmbeddingSettings()
     configure_logging("recall", common.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Recall's policies and grants cover the shared, the projector's and the indexer's
-        # tables: theirs first.
-        await migrate_shared(common.database_url)
-        for owner, path in service_sql_dirs():
-            await migrate(common.database_url, owner, path)
-            if owner == "recall":
-                break
+        await _migrate(common.database_url)
         dsn = settings.database_url or with_user(common.database_url, settings.database_role)
         pool = await create_pool(dsn, max_size=10)
-        app.state.settings, app.state.store = settings, RecallStore(pool)
-        app.state.verifier, app.state.pool = TokenVerifier(common), pool
-        app.state.embedder = None
-        log.info("recall_started", port=settings.port)
         try:
-            yield
+            async with open_embedder(embedding, settings, pool) as embedder:
+                app.state.settings, app.state.store = settings, RecallStore(pool)
+                app.state.verifier, app.state.pool = TokenVerifier(common), pool
+                app.state.embedder = embedder
+                log.info("recall_started", port=settings.port, model=_model(app))
+                yield
         finally:
             await pool.close()
 
@@ -56,8 +56,24 @@ def create_app(
             await app.state.pool.fetchval("SELECT 1")
         except Exception as exc:
             return {"database": False, "error": str(exc)}
-        return {"database": True}
+        return {"database": True, "model": _model(app)}
 
     install_health(app, ready)
     app.include_router(router)
     return app
+
+
+async def _migrate(database_url: str) -> None:
+    """Recall's policies and grants cover the shared, the projector's and the indexer's
+    tables: theirs first, as the owner (recall itself then reads as its restricted role)."""
+    await migrate_shared(database_url)
+    for owner, path in service_sql_dirs():
+        await migrate(database_url, owner, path)
+        if owner == "recall":
+            break
+
+
+def _model(app: FastAPI) -> str | None:
+    """The embedding model queries are embedded with; None: full text only."""
+    embedder = app.state.embedder
+    return embedder.model if embedder is not None else None

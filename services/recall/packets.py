@@ -14,9 +14,13 @@ from contracts.recall import (
     SearchResponse,
 )
 from engram.auth import Principal
+from engram.embeddings.errors import ProviderError
+from engram.logging import get_logger
 from services.recall.adapters.store import RecallStore
 from services.recall.core import Candidate, Ranked, bound, build_packet, excerpt, fuse, or_query
 from services.recall.settings import RecallSettings
+
+log = get_logger(__name__)
 
 
 class QueryEmbedder(Protocol):
@@ -48,15 +52,29 @@ async def matches(
             p, or_query(query), max(top or 0, settings.full_text_top)
         )
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
-        [vector] = await embedder.embed([query])
-        lists["vector"] = await store.nearest(
-            p,
-            vector,
-            embedder.model,
-            settings.semantic_max_distance,
-            max(top or 0, settings.vector_top),
-        )
+        vector = await query_vector(embedder, query)
+        if vector is not None:
+            lists["vector"] = await store.nearest(
+                p,
+                vector,
+                embedder.model,
+                settings.semantic_max_distance,
+                max(top or 0, settings.vector_top),
+            )
     return lists
+
+
+async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | None:
+    """The query's embedding, or None when the provider fails (budget used up, endpoint
+    down): recall then answers from full text alone rather than not at all."""
+    try:
+        [vector] = await embedder.embed([query])
+    except ProviderError as exc:
+        log.warning(
+            "query_embedding_failed", model=embedder.model, error=f"{type(exc).__name__}: {exc}"
+        )
+        return None
+    return vector
 
 
 def generation_text(gen: dict[str, int]) -> str:
