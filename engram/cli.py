@@ -6,21 +6,28 @@ engram status        each part, healthy or not
 engram setup         topics and migrations only
 engram token         mint a development token
 engram demo          remember something, recall it, print the packet
+engram replay        rebuild the read models into a shadow database and compare
+engram reindex       embed active items that lack a vector of the configured model
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engram.auth import dev_secret, mint_token
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.settings import CommonSettings
 from engram.setup import setup as run_setup
+
+if TYPE_CHECKING:
+    from services.indexer.reindex import ReindexProgress
 
 app = typer.Typer(help="Engram: event-sourced memory for AI agents.", no_args_is_help=True)
 app.add_typer(dev_app, name="dev")
@@ -145,6 +152,43 @@ def replay(
         return 0 if report.matches else 1
 
     raise typer.Exit(asyncio.run(go()))
+
+
+@app.command()
+def reindex(
+    org: str | None = typer.Option(None, help="Only this org's items (default: every org)."),
+) -> None:
+    """Embed every active item lacking a vector of the configured model (MEMORY_EMBEDDING_*).
+
+    Resumable: a pass stopped by the budget or a failing endpoint goes on where it stopped."""
+    # Imported here: the indexer's code (and the model) only when this command runs.
+    from services.indexer.reindex import run_reindex
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task("re-embedding", total=None)
+
+        def show(state: ReindexProgress) -> None:
+            done = state.embedded + state.dropped
+            bar.update(task, description=state.model, total=state.total, completed=done)
+
+        result = asyncio.run(run_reindex(org=org, progress=show))
+    raise typer.Exit(_reindex_summary(result))
+
+
+def _reindex_summary(result: ReindexProgress | None) -> int:
+    if result is None:
+        console.print("embeddings are off (MEMORY_EMBEDDING_PROVIDER): nothing to embed")
+        return 0
+    counts = f"{result.embedded} embedded, {result.dropped} dropped, {result.total} to do"
+    if result.stopped is not None:
+        console.print(f"{result.model}: stopped ({result.stopped}); {counts}; run it again later")
+        return 1
+    if result.total == 0:
+        console.print(f"{result.model}: every active item has a current vector")
+        return 0
+    console.print(f"{result.model}: done, {counts}")
+    return 0
 
 
 def main() -> None:
