@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from engram.auth import dev_secret, mint_token
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
+from engram.logging import configure_logging
 from engram.settings import CommonSettings
 from engram.setup import setup as run_setup
 
@@ -164,6 +165,7 @@ def reindex(
     # Imported here: the indexer's code (and the model) only when this command runs.
     from services.indexer.reindex import run_reindex
 
+    configure_logging("reindex", "WARNING")  # the bar shows progress; warnings say why it stops
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task("re-embedding", total=None)
