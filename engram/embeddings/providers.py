@@ -6,8 +6,9 @@ mask, L2 normalisation — the sentence-transformers pipeline for this model. Th
 work runs in a thread so the event loop keeps serving Kafka heartbeats and /health.
 
 ``openai`` calls any OpenAI-compatible ``/v1/embeddings`` endpoint. Each request
-(every retry too) first reserves one unit of the daily budget; 429, 5xx, timeouts
-and dropped connections are retried with exponential backoff, at most five times.
+(every retry too) first reserves one unit of the shared daily budget; 429, 5xx,
+timeouts and dropped connections are retried with exponential backoff, as often as the
+caller's ``ProviderTuning`` says (the indexer's batch work five times, a recall query once).
 """
 
 from __future__ import annotations
