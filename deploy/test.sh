@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install.sh
-exec .venv/bin/python -m pytest -ra --durations=15 "$@"
+exec .venv/bin/python -m pytest -v -ra --durations=15 "$@"
