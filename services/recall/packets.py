@@ -120,6 +120,17 @@ async def recall(
     req: RecallRequest,
     settings: RecallSettings,
 ) -> RecallResponse:
+    async with store.session(p):
+        return await _recall(store, embedder, p, req, settings)
+
+
+async def _recall(
+    store: RecallStore,
+    embedder: QueryEmbedder | None,
+    p: Principal,
+    req: RecallRequest,
+    settings: RecallSettings,
+) -> RecallResponse:
     generation = generation_text(await store.generation(p))
     org = await store.org_policy(p)
     policy = req.policy or org.policy
@@ -167,7 +178,8 @@ async def search(
 ) -> SearchResponse:
     """The search form: ranked like a packet but without pinned-first, each memory whole
     or as its matching passage, the whole result bounded with an ``omitted`` count."""
-    lists = await matches(store, embedder, p, req.query, settings, req.retrieval, req.limit)
+    async with store.session(p):
+        lists = await matches(store, embedder, p, req.query, settings, req.retrieval, req.limit)
     ranked = fuse(lists, [], req.limit)
     hits = []
     for r in ranked:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -28,8 +30,15 @@ SECRET = "a-development-secret-of-at-least-32-bytes"
 
 
 def item(item_id: str, text: str) -> Candidate:
-    return Candidate(item_id=item_id, revision=1, scope="shared", kind="fact", title=None,
-                     content=text, pinned=False)
+    return Candidate(
+        item_id=item_id,
+        revision=1,
+        scope="shared",
+        kind="fact",
+        title=None,
+        content=text,
+        pinned=False,
+    )
 
 
 class FullTextStore:
@@ -37,6 +46,10 @@ class FullTextStore:
 
     def __init__(self, found: list[Candidate]) -> None:
         self.found, self.nearest_calls = found, 0
+
+    @asynccontextmanager
+    async def session(self, p: Principal) -> AsyncIterator[None]:
+        yield None
 
     async def full_text(self, p: Principal, tsquery: str, limit: int) -> list[Candidate]:
         return self.found[:limit]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,37 @@ def scopes_literal(scopes: list[str]) -> str:
     return "{" + ",".join(quoted) + "}"
 
 
+# The transaction a packet runs in: every read of one request shares it, instead of
+# paying BEGIN / set_config / COMMIT for each of them.
+_SESSION: ContextVar[tuple[Principal, asyncpg.Connection] | None] = ContextVar(
+    "recall_session", default=None
+)
+
+
 @asynccontextmanager
 async def as_principal(pool: asyncpg.Pool, p: Principal) -> AsyncIterator[asyncpg.Connection]:
-    """A transaction in which row-level security shows only what ``p`` may see."""
+    """A transaction in which row-level security shows only what ``p`` may see (the
+    request's open one, when it already has one for the same principal)."""
+    current = _SESSION.get()
+    if current is not None and current[0] == p:
+        yield current[1]
+        return
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(SCOPED, p.org, scopes_literal(p.visible_scopes()), p.member)
-        yield conn
+        token = _SESSION.set((p, conn))
+        try:
+            yield conn
+        finally:
+            _SESSION.reset(token)
 
 
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+    def session(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
+        """One transaction for all the reads (and the context write) of a request."""
+        return as_principal(self._pool, p)
 
     async def full_text(self, p: Principal, tsquery: str, limit: int) -> list[Candidate]:
         if not tsquery:
