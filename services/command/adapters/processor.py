@@ -70,16 +70,9 @@ class CommandProcessor:
         )
         self.processed = 0
 
-    @property
-    def healthy(self) -> bool:
-        return bool(self._consumer.assignment()) or not self._started
-
-    _started = False
-
     async def run(self) -> None:
         self._consumer.subscribe([topics.COMMANDS], listener=_Rebalance(self))
         await self._consumer.start()
-        self._started = True
         try:
             while True:
                 batches = await self._consumer.getmany(timeout_ms=200, max_records=self._max_batch)
