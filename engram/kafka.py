@@ -32,13 +32,15 @@ def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
 
 
 def consumer(bootstrap: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
+    """Every Engram consumer: read committed only (an aborted write never reaches a read
+    model), offsets never auto-committed (each follower stores its own)."""
     return AIOKafkaConsumer(
         *topics,
         bootstrap_servers=bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        fetch_max_wait_ms=kwargs.pop("fetch_max_wait_ms", 20),
+        fetch_max_wait_ms=kwargs.pop("fetch_max_wait_ms", 100),
         **kwargs,
     )
 

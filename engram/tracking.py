@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from engram.kafka import dead_letter
+from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -66,15 +66,7 @@ class TrackedFollower:
     ) -> None:
         self.lock = asyncio.Lock()
         self.topic = topic
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group_id,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=100,
-            max_poll_records=max_batch,
-        )
+        self.consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
         self._pool = pool
         self._table = offsets_table

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from contracts import topics
 from engram.crypto import MasterKey
 from engram.db import create_pool, migrate, migrate_shared
-from engram.kafka import partition_count
+from engram.kafka import consumer, partition_count
 from engram.keystore import KeyStore
 from services.projector.handlers import EventProjector
 
@@ -116,20 +116,18 @@ async def _apply_all(
     progress: Progress | None,
     prefix: bytes | None,
 ) -> int:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
+    events = consumer(bootstrap)
+    await events.start()
     count = 0
     try:
         parts = range(await partition_count(bootstrap, topics.EVENTS))
         tps = [TopicPartition(topics.EVENTS, p) for p in parts]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
+        events.assign(tps)
+        await events.seek_to_beginning(*tps)
+        ends = await events.end_offsets(tps)
         for tp in tps:
-            while await consumer.position(tp) < ends[tp]:
-                records = (await consumer.getmany(tp, timeout_ms=500, max_records=2000)).get(tp, [])
+            while await events.position(tp) < ends[tp]:
+                records = (await events.getmany(tp, timeout_ms=500, max_records=2000)).get(tp, [])
                 if prefix is not None:  # only the streams of the org being compared
                     records = [r for r in records if (r.key or b"").startswith(prefix)]
                 if records:
@@ -138,9 +136,9 @@ async def _apply_all(
                     count += len(records)
                     if progress:
                         progress(
-                            f"partition {tp.partition}: {await consumer.position(tp)}"
+                            f"partition {tp.partition}: {await events.position(tp)}"
                             f"/{ends[tp]} ({count} events)"
                         )
         return count
     finally:
-        await consumer.stop()
+        await events.stop()

@@ -10,10 +10,11 @@ import asyncio
 from collections.abc import Callable
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from contracts import topics
+from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
 from services.command.adapters.writer import Cleanup, PartitionWriter
@@ -59,15 +60,7 @@ class CommandProcessor:
         self._pool = pool
         self._keys = keystore
         self._max_batch = max_batch
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group_id,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=100,
-            max_poll_records=max_batch,
-        )
+        self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
         self.processed = 0
 
     async def run(self) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.kafka import partition_count
+from engram.kafka import consumer, partition_count
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -29,12 +29,7 @@ class CommandGateway:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True
         )
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            fetch_max_wait_ms=100,
-        )
+        self._consumer = consumer(bootstrap)
         self._waiting: dict[str, asyncio.Future[CommandReply]] = {}
         self._task: asyncio.Task[None] | None = None
 

@@ -10,12 +10,13 @@ import pickle
 import time
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import EventEnvelope
 from contracts.events import parse_event
+from engram.kafka import consumer
 from engram.logging import get_logger
 from services.command.state import StreamState, evolve
 
@@ -65,25 +66,21 @@ class Restorer:
 
     async def _replay(self, partition: int, states: States, offset: int) -> tuple[States, int, int]:
         tp = TopicPartition(topics.EVENTS, partition)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        await consumer.start()
+        events = consumer(self._bootstrap)
+        await events.start()
         count = 0
         try:
-            consumer.assign([tp])
-            consumer.seek(tp, offset)
-            end = (await consumer.end_offsets([tp]))[tp]
-            while await consumer.position(tp) < end:
-                batch = await consumer.getmany(tp, timeout_ms=500, max_records=5000)
+            events.assign([tp])
+            events.seek(tp, offset)
+            end = (await events.end_offsets([tp]))[tp]
+            while await events.position(tp) < end:
+                batch = await events.getmany(tp, timeout_ms=500, max_records=5000)
                 for record in batch.get(tp, []):
                     _fold(states, record.value or b"")
                     count += 1
-            return states, await consumer.position(tp), count
+            return states, await events.position(tp), count
         finally:
-            await consumer.stop()
+            await events.stop()
 
 
 def _fold(states: States, raw: bytes) -> None:

@@ -199,4 +199,3 @@ def _tracked(row: asyncpg.Record) -> Tracked:
         content=sealed(row["content"]),
         title=sealed(row["title"]),
     )
-
