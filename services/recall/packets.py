@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal, Protocol
 
 from contracts.recall import (
@@ -17,7 +18,7 @@ from engram.auth import Principal
 from engram.embeddings.errors import ProviderError
 from engram.logging import get_logger
 from services.recall.adapters.store import RecallStore
-from services.recall.core import Candidate, Ranked, bound, build_packet, excerpt, fuse, or_query
+from services.recall.core import Candidate, Ranked, bound, build_packet, excerpt, fuse
 from services.recall.settings import RecallSettings
 
 log = get_logger(__name__)
@@ -44,24 +45,44 @@ async def matches(
     retrieval: Retrieval = "hybrid",
     top: int | None = None,
 ) -> dict[str, list[Candidate]]:
-    """The ranked lists to fuse: full text (words OR-ed, ts_rank_cd) and, when embeddings
-    are configured, the nearest vectors of the current revisions."""
-    lists: dict[str, list[Candidate]] = {}
-    if retrieval in ("hybrid", "full_text"):
-        lists["full_text"] = await store.full_text(
-            p, or_query(query), max(top or 0, settings.full_text_top)
-        )
+    """The ranked lists to fuse: full text (any of the words, BM25 or ts_rank_cd) and,
+    when embeddings are configured, the nearest vectors of the current revisions.
+
+    The vector list (embedding the query, then the graph search) runs concurrently with
+    the full-text search, in a second transaction for the same principal."""
+    limit = max(top or 0, settings.full_text_top)
+    vectors: asyncio.Task[list[Candidate] | None] | None = None
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
-        vector = await query_vector(embedder, query)
-        if vector is not None:
-            lists["vector"] = await store.nearest(
-                p,
-                vector,
-                embedder.model,
-                settings.semantic_max_distance,
-                max(top or 0, settings.vector_top),
-            )
+        vectors = asyncio.create_task(
+            nearest(store, embedder, p, query, settings, max(top or 0, settings.vector_top))
+        )
+    lists: dict[str, list[Candidate]] = {}
+    try:
+        if retrieval in ("hybrid", "full_text"):
+            lists["full_text"] = await store.full_text(p, query, limit, settings.full_text_ranking)
+        found = await vectors if vectors is not None else None
+    finally:
+        if vectors is not None and not vectors.done():
+            vectors.cancel()
+    if found is not None:
+        lists["vector"] = found
     return lists
+
+
+async def nearest(
+    store: RecallStore,
+    embedder: QueryEmbedder,
+    p: Principal,
+    query: str,
+    settings: RecallSettings,
+    limit: int,
+) -> list[Candidate] | None:
+    """The query's nearest vectors, or None when the query could not be embedded."""
+    vector = await query_vector(embedder, query)
+    if vector is None:
+        return None
+    async with store.alongside(p):
+        return await store.nearest(p, vector, embedder.model, settings.semantic_max_distance, limit)
 
 
 async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | None:
@@ -89,8 +110,8 @@ async def rank(
     org: OrgPolicy,
     settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
-    policy = req.policy or org.policy
     """Entries in packet order, the character budget, and whether to stop at a misfit."""
+    policy = req.policy or org.policy
     top = req.max_items or org.max_items or settings.packet_items
     chars = req.max_chars or org.max_chars or settings.packet_chars
     if policy == "newest_first":  # seed 002: newest first, 8,000 characters
@@ -102,7 +123,9 @@ async def rank(
         )
     pinned = await store.listing("pinned", p, top)
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
-        text = await store.full_text(p, or_query(req.query), settings.full_text_top)
+        text = await store.full_text(
+            p, req.query, settings.full_text_top, settings.full_text_ranking
+        )
         prefs = await store.listing("preferences", p, top)
         lists = {"preference": prefs, "full_text": text}
         ranked = fuse(lists, pinned, 10_000)
@@ -131,8 +154,8 @@ async def _recall(
     req: RecallRequest,
     settings: RecallSettings,
 ) -> RecallResponse:
-    generation = generation_text(await store.generation(p))
-    org = await store.org_policy(p)
+    gen, org = await store.opening(p)
+    generation = generation_text(gen)
     policy = req.policy or org.policy
     if not req.use_memory:  # memory off: nothing supplied, nothing recorded
         return RecallResponse(

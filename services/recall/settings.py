@@ -7,6 +7,8 @@ for it is recall's own.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -19,6 +21,9 @@ class RecallSettings(ServiceSettings):
 
     port: int = 8085
     full_text_top: int = 30
+    # bm25: ranked over the term index, reading a bounded number of postings per word;
+    # ts_rank_cd: the seed's ranking, which ranks every item that matches any word.
+    full_text_ranking: Literal["bm25", "ts_rank_cd"] = "bm25"
     vector_top: int = 30
     packet_items: int = 12
     packet_chars: int = 6000

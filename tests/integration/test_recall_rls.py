@@ -53,6 +53,7 @@ async def test_the_recall_role_sees_only_its_principals_rows(
             assert await recall.fetchval("SELECT count(*) FROM memory.items") == 0
             assert await recall.fetchval(
                 "SELECT count(*) FROM recall.full_text('fact', 1000)") == 0
+            assert await recall.fetchval("SELECT count(*) FROM recall.bm25('fact', 1000)") == 0
         async with recall.transaction():
             await recall.execute(SCOPED, ana.org, scopes_literal(ana.visible_scopes()),
                                  ana.member)
@@ -65,12 +66,17 @@ async def test_the_recall_role_sees_only_its_principals_rows(
             found = {r["item_id"] for r in await recall.fetch(
                 "SELECT item_id FROM recall.full_text('fact', 1000)")}
             assert mine <= found and not found & hidden
+            ranked = {r["item_id"] for r in await recall.fetch(
+                "SELECT item_id FROM recall.bm25('fact', 1000)")}
+            assert mine <= ranked and not ranked & hidden
             gens = await recall.fetch("SELECT org, scope FROM memory.generations")
             assert {(r["org"], r["scope"]) for r in gens} <= {
                 (org, s) for s in ana.visible_scopes()}
         for sql in ("UPDATE memory.items SET content = 'x'",
                     "DELETE FROM memory.items",
                     "SELECT * FROM memory.revisions",
+                    "SELECT * FROM memory.terms",
+                    "SELECT * FROM memory.term_counts",
                     "SELECT * FROM keystore.data_keys",
                     "SET ROLE postgres"):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):

@@ -51,7 +51,7 @@ class FullTextStore:
     async def session(self, p: Principal) -> AsyncIterator[None]:
         yield None
 
-    async def full_text(self, p: Principal, tsquery: str, limit: int) -> list[Candidate]:
+    async def full_text(self, p: Principal, query: str, limit: int, *_: Any) -> list[Candidate]:
         return self.found[:limit]
 
     async def nearest(self, *args: Any) -> list[Candidate]:
@@ -60,6 +60,9 @@ class FullTextStore:
 
     async def org_policy(self, p: Principal) -> OrgPolicy:
         return OrgPolicy()
+
+    async def opening(self, p: Principal) -> tuple[dict[str, int], OrgPolicy]:
+        return await self.generation(p), OrgPolicy()
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         return []

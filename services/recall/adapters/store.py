@@ -8,15 +8,16 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
-from services.recall.core import Candidate
+from services.recall.core import Candidate, or_query
 
+Ranking = Literal["bm25", "ts_rank_cd"]
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
 
@@ -77,11 +78,31 @@ class RecallStore:
         """One transaction for all the reads (and the context write) of a request."""
         return as_principal(self._pool, p)
 
-    async def full_text(self, p: Principal, tsquery: str, limit: int) -> list[Candidate]:
-        if not tsquery:
+    @asynccontextmanager
+    async def alongside(self, p: Principal) -> AsyncIterator[asyncpg.Connection]:
+        """A second transaction for the same principal, for a read that runs at the same
+        time as the request's own (a connection answers one statement at a time). Use it
+        in its own task: the reads inside it go to this transaction."""
+        token = _SESSION.set(None)
+        try:
+            async with as_principal(self._pool, p) as conn:
+                yield conn
+        finally:
+            _SESSION.reset(token)
+
+    async def full_text(
+        self, p: Principal, query: str, limit: int, ranking: Ranking = "bm25"
+    ) -> list[Candidate]:
+        """Items matching any of the query's words: BM25 over the term index, or
+        ``ts_rank_cd`` over every match (the seed's ranking, slower on large scopes)."""
+        if ranking == "bm25":
+            statement, argument = Q["bm25"], query
+        else:
+            statement, argument = Q["full_text"], or_query(query)
+        if not argument.strip():
             return []
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(Q["full_text"], tsquery, limit)
+            rows = await conn.fetch(statement, argument, limit)
         return [_candidate(r) for r in rows]
 
     async def nearest(
@@ -120,6 +141,19 @@ class RecallStore:
             row = await conn.fetchrow(Q["generation"], p.org, f"member:{p.member}")
         assert row is not None
         return {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
+
+    async def opening(self, p: Principal) -> tuple[dict[str, int], OrgPolicy]:
+        """The generation and the org's policy, in one round trip."""
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(Q["opening"], p.org, f"member:{p.member}")
+        assert row is not None
+        generation = {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
+        if row["policy"] is None:
+            return generation, OrgPolicy()
+        policy = OrgPolicy(
+            policy=row["policy"], max_items=row["max_items"], max_chars=row["max_chars"]
+        )
+        return generation, policy
 
     async def save_context(
         self,

@@ -2,6 +2,10 @@
 -- The principal comes from the transaction (see 004_search_functions.sql).
 SELECT * FROM recall.full_text($1, $2)
 
+-- name: bm25
+-- BM25 over the term index (see 006_bm25.sql); the principal as above.
+SELECT * FROM recall.bm25($1, $2)
+
 -- name: pinned
 SELECT item_id, revision, scope, kind, title, content, pinned,
        extract(epoch FROM updated_at) AS updated_at
@@ -18,6 +22,20 @@ SELECT coalesce((SELECT generation FROM memory.generations WHERE org = $1 AND sc
            AS own,
        (SELECT count(*) FROM memory.items
          WHERE org = $1 AND scope = $2 AND status = 'active' AND expires_at <= now()) AS expired
+
+-- name: opening
+-- What every packet needs first, in one round trip: the generation and the org's policy.
+SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars
+FROM (
+    SELECT coalesce((SELECT generation FROM memory.generations
+                      WHERE org = $1 AND scope = 'shared'), 0) AS shared,
+           coalesce((SELECT generation FROM memory.generations
+                      WHERE org = $1 AND scope = $2), 0) AS own,
+           (SELECT count(*) FROM memory.items
+             WHERE org = $1 AND scope = $2 AND status = 'active' AND expires_at <= now())
+               AS expired
+) AS g
+LEFT JOIN recall.org_policies o ON o.org = $1
 
 -- name: save_context
 INSERT INTO recall.memory_contexts (context_id, org, member, run_id, query, policy, generation,

@@ -1,0 +1,112 @@
+"""The BM25 term index (projector 003_terms.sql, recall 006_bm25.sql): kept by the items
+table's trigger through every change, ranked by word rarity, and emptied by a forget."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from engram.auth import Principal
+from engram.db import with_user
+from services.recall.adapters.store import SCOPED, scopes_literal
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def owner(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def seed(conn: asyncpg.Connection, org: str, scope: str, text: str) -> str:
+    item_id = f"bm25-{uuid.uuid4()}"
+    now = datetime.now(UTC)
+    await conn.execute(
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "revision, created_by, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, 'fact', 'active', $5, 1, $6, $7, $7)",
+        item_id, org, scope, f"{org}/{scope}", text, json.dumps({"org": org}), now,
+    )
+    return item_id
+
+
+async def ranked(stack: dict[str, str], p: Principal, query: str) -> list[str]:
+    conn = await asyncpg.connect(with_user(stack["DATABASE_URL"], "engram_recall"))
+    try:
+        async with conn.transaction():
+            await conn.execute(SCOPED, p.org, scopes_literal(p.visible_scopes()), p.member)
+            rows = await conn.fetch("SELECT item_id FROM recall.bm25($1, 30)", query)
+        return [r["item_id"] for r in rows]
+    finally:
+        await conn.close()
+
+
+async def test_rare_words_outrank_common_ones(
+    stack_settings: dict[str, str], owner: asyncpg.Connection
+) -> None:
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    ana = Principal(org=org, member="ana")
+    common = [await seed(owner, org, "shared", f"The team meeting number {n}.") for n in range(8)]
+    rare = await seed(owner, org, "member:ana", "The budget review is on Friday morning.")
+    both = await seed(owner, org, "member:ana", "The team budget review is on Friday.")
+    unrelated = await seed(owner, org, "shared", "Lunch is at noon.")
+
+    got = await ranked(stack_settings, ana, "team budget")
+    # "budget" is in 2 of 11 items, "team" in 9: the items with the rare word come first
+    # (of two as long, the one with both words first); no padding with unrelated items.
+    assert got[:2] == [both, rare]
+    assert set(got[2:]) == set(common) and unrelated not in got
+    assert await ranked(stack_settings, ana, "") == []
+    assert await ranked(stack_settings, ana, "the of and") == []  # only stop words
+
+
+async def test_the_index_follows_each_change_and_a_forget_leaves_no_word_behind(
+    stack_settings: dict[str, str], owner: asyncpg.Connection
+) -> None:
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    ana = Principal(org=org, member="ana")
+    keep = await seed(owner, org, "shared", "Deploys happen on Tuesday.")
+    item = await seed(owner, org, "shared", "The pelican code is 4471.")
+    stream = f"{org}/shared"
+
+    async def words() -> dict[str, int]:
+        rows = await owner.fetch(
+            "SELECT lexeme, docs FROM memory.term_counts WHERE stream_id = $1", stream
+        )
+        return {r["lexeme"]: r["docs"] for r in rows}
+
+    assert (await words())[""] == 2 and (await words())["pelican"] == 1
+    assert await ranked(stack_settings, ana, "pelican") == [item]
+
+    # A correction replaces the item's words.
+    await owner.execute(
+        "UPDATE memory.items SET content = 'The heron code is 4471.', revision = 2 "
+        "WHERE item_id = $1",
+        item,
+    )
+    assert "pelican" not in await words() and (await words())["heron"] == 1
+    assert await ranked(stack_settings, ana, "pelican") == []
+    assert await ranked(stack_settings, ana, "heron") == [item]
+
+    # Disabled: out of the index; enabled again: back.
+    await owner.execute("UPDATE memory.items SET status = 'disabled' WHERE item_id = $1", item)
+    assert await ranked(stack_settings, ana, "heron") == [] and (await words())[""] == 1
+    await owner.execute("UPDATE memory.items SET status = 'active' WHERE item_id = $1", item)
+    assert await ranked(stack_settings, ana, "heron code") == [item]
+
+    # Forgotten: no posting and no count of its own words stays.
+    await owner.execute(
+        "UPDATE memory.items SET status = 'forgotten', content = NULL WHERE item_id = $1", item
+    )
+    assert await owner.fetchval("SELECT count(*) FROM memory.terms WHERE item_id = $1", item) == 0
+    assert set(await words()) == {"", "deploy", "happen", "tuesday"}
+    assert await ranked(stack_settings, ana, "deploys") == [keep]
