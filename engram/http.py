@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -114,7 +114,15 @@ def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]])
 
 
 def serve(app: FastAPI, host: str, port: int) -> None:
+    """Run a service: uvicorn with its C HTTP parser, on uvloop (asyncpg and the event
+    loop's own work cost noticeably less there than on the default loop)."""
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http="httptools",
     )
-    asyncio.run(uvicorn.Server(config).serve())
+    uvloop.run(uvicorn.Server(config).serve())
