@@ -3,8 +3,10 @@ full text only, vectors only and hybrid, with a plain BM25 computed in the same 
 
 Every dialog turn is stored as a memory through the real command path (CommandEnvelopes on
 engram.commands, one org per conversation); retrieval goes through the recall service's
-`POST /v1/search`. Needs the stack up; vectors need the indexer and recall started with
-embeddings on, e.g. `MEMORY_EMBEDDING_PROVIDER=local engram up`.
+`POST /v1/search`, asked for the top k for each k. Needs the stack up; vectors need the
+indexer and recall started with embeddings on, e.g. `MEMORY_EMBEDDING_PROVIDER=local engram
+up`. `--run <id>` reuses the memories a previous run stored (its id is printed), to compare
+recall settings without storing everything again.
 
     .venv/bin/python bench/bench_locomo.py [--dataset ../shared/datasets/locomo/locomo_dev.json]
 
@@ -109,9 +111,10 @@ class BM25:
 
 
 async def store(
-    common: CommonSettings, sample: dict[str, Any], run: str
+    common: CommonSettings, sample: dict[str, Any], run: str, publish: bool = True
 ) -> tuple[str, str, dict[str, str]]:
-    """Remember every turn through engram.commands; return org, token and item -> dia_id."""
+    """Remember every turn through engram.commands (unless ``publish`` is off: an earlier
+    run did); return org, token and item -> dia_id."""
     org = f"locomo-{sample['sample_id']}-{run}"
     token = mint_token(dev_secret(), org=org, member="reader", ttl_seconds=6 * 3600)
     envelopes, by_item = [], {}
@@ -127,7 +130,8 @@ async def store(
                 payload={"content": text, "kind": "note"},
             )
         )
-    await publish_commands(common.kafka_bootstrap_servers, envelopes)
+    if publish:
+        await publish_commands(common.kafka_bootstrap_servers, envelopes)
     return org, token, by_item
 
 
@@ -146,12 +150,18 @@ async def wait_ready(pool: asyncpg.Pool, orgs: list[str], total: int, vectors: b
 
 
 async def evaluate(
-    http: httpx.AsyncClient, token: str, by_item: dict[str, str], question: str, retrieval: str
+    http: httpx.AsyncClient,
+    token: str,
+    by_item: dict[str, str],
+    question: str,
+    retrieval: str,
+    k: int,
 ) -> list[str]:
+    """The top ``k`` for the question, asked for as such (the metric's definition)."""
     r = await http.post(
         f"{RECALL}/v1/search",
         headers={"Authorization": f"Bearer {token}"},
-        json={"query": question, "limit": max(KS), "retrieval": retrieval},
+        json={"query": question, "limit": k, "retrieval": retrieval},
     )
     r.raise_for_status()
     return [by_item[m["id"]] for m in r.json()["memories"]]
@@ -167,11 +177,16 @@ def summarise(scores: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, 
 async def main(args: argparse.Namespace) -> None:
     common = CommonSettings()
     data = json.loads(Path(args.dataset).read_text())
-    run = uuid.uuid4().hex[:6]
+    run = args.run or uuid.uuid4().hex[:6]
+    print(f"run {run}")
     pool = await asyncpg.create_pool(common.database_url, min_size=1, max_size=2)
     assert pool is not None
     started = time.monotonic()
-    stored = [await store(common, sample, run) for sample in data]
+    have = await pool.fetchval(
+        "SELECT count(*) FROM memory.items WHERE org LIKE $1", f"locomo-%-{run}"
+    )
+    fresh = have < sum(len(turns(s["conversation"])) for s in data)
+    stored = [await store(common, sample, run, publish=fresh) for sample in data]
     total = sum(len(s[2]) for s in stored)
     print(f"published {total} turns as memories ({len(data)} conversations)")
     await wait_ready(pool, [s[0] for s in stored], total, vectors=False)
@@ -197,10 +212,13 @@ async def main(args: argparse.Namespace) -> None:
             for qa in sample["qa"]:
                 evidence = evidence_ids(qa.get("evidence", []))
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
-                ranked = {m: await evaluate(http, token, by_item, qa["question"], m) for m in modes}
-                ranked["bm25"] = [texts[i][0] for i in bm25.top(qa["question"], max(KS))]
-                for mode, got in ranked.items():
-                    for k in KS:
+                baseline = [texts[i][0] for i in bm25.top(qa["question"], max(KS))]
+                for k in KS:
+                    ranked = {
+                        m: await evaluate(http, token, by_item, qa["question"], m, k) for m in modes
+                    }
+                    ranked["bm25"] = baseline[:k]
+                    for mode, got in ranked.items():
                         value = recall_at(got, evidence, k)
                         scores[mode][category][k].append(value)
                         scores[mode]["overall"][k].append(value)
@@ -229,4 +247,5 @@ if __name__ == "__main__":
     parser.add_argument(
         "--vectors", action="store_true", help="wait for vectors even if none exist yet"
     )
+    parser.add_argument("--run", help="reuse the memories of this earlier run")
     asyncio.run(main(parser.parse_args()))

@@ -4,9 +4,12 @@ the query embedding).
 
 The read path is measured, so the items are bulk-loaded straight into the read models
 (COPY into memory.items, clustered random 384-d vectors into indexer.vectors under a
-benchmark model with its own HNSW index), not through the write path. Retrieval runs the
-recall service's own code in-process (RecallStore under the engram_recall role with RLS,
-fusion, packet), so "excluding the embedding" can hand it a ready query vector.
+benchmark model with its own HNSW index), not through the write path. Requests go to the
+recall app itself, served by uvicorn on a loopback port: POST /v1/recall over HTTP with a
+bearer token, under the engram_recall role with RLS, fusion, packet and the memory-context
+write. Its query embedder is swapped for one that hands over the query's vector from the
+benchmark's space ("excluding the embedding") or first embeds the query text with the
+local model ("including").
 
     .venv/bin/python bench/bench_recall_latency.py [--total 1000000] [--queries 300]
 
@@ -19,20 +22,26 @@ import argparse
 import asyncio
 import json
 import random
+import socket
 import statistics
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+import httpx
 import numpy as np
+import uvicorn
+import uvloop
+from fastapi import FastAPI
 from pgvector.asyncpg import register_vector
 
-from engram.auth import Principal
-from engram.db import with_user
+from engram.auth import dev_secret, mint_token
 from engram.settings import CommonSettings
-from services.recall.adapters.store import RecallStore
-from services.recall.core import build_packet, fuse, or_query
+from services.recall.app import create_app
 from services.recall.settings import RecallSettings
 
 RESULTS = Path(__file__).parent / "results" / "recall_latency.json"
@@ -41,6 +50,7 @@ DIMS = 384
 TOPICS = 64
 ORG_PREFIX = "latbench"
 SIZES = {"org-10k": 10_000, "org-100k": 100_000}
+WARM_UP = 20
 
 
 def vocabulary(rng: random.Random, n: int = 6000) -> list[str]:
@@ -104,7 +114,7 @@ async def load(owner: asyncpg.Connection, total: int, rng: random.Random) -> Non
                     now,
                 )
             )
-            if vectors:
+            if vecs is not None:
                 vrows.append((item_id, MODEL, 1, org, scope, vecs[i]))
         await owner.copy_records_to_table(
             "items",
@@ -155,23 +165,45 @@ async def ensure_index(owner: asyncpg.Connection) -> None:
     print(f"  HNSW index built in {time.monotonic() - started:.0f} s")
 
 
-async def packet(
-    store: RecallStore,
-    p: Principal,
-    query: str,
-    vector: list[float] | None,
-    settings: RecallSettings,
-) -> int:
-    """What the service does for a packet: one transaction as the principal."""
-    async with store.session(p):
-        lists = {"full_text": await store.full_text(p, or_query(query), settings.full_text_top)}
-        if vector is not None:
-            lists["vector"] = await store.nearest(
-                p, vector, MODEL, settings.semantic_max_distance, settings.vector_top
-            )
-        pinned = await store.listing("pinned", p, settings.packet_items)
-    ranked = fuse(lists, pinned, settings.packet_items)
-    return len(build_packet(ranked, settings.packet_chars).entries)
+class Precomputed:
+    """The service's query embedder for the benchmark: it hands over the query's vector
+    from the benchmark's clustered space. With ``model`` it first embeds the query text
+    for real, so the figure includes what embedding a query costs."""
+
+    def __init__(self, vectors: dict[str, list[float]], model: Any = None) -> None:
+        self._vectors, self._model = vectors, model
+
+    @property
+    def model(self) -> str:
+        return MODEL
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if self._model is not None:
+            await self._model.embed(texts)
+        return [self._vectors[t] for t in texts]
+
+
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """The recall app behind a real uvicorn server on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http="httptools"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if task.done() or time.monotonic() > deadline:
+            raise SystemExit("the recall app did not start")
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
 
 
 def stats(samples: list[float]) -> dict[str, float]:
@@ -194,11 +226,6 @@ async def main(args: argparse.Namespace) -> None:
         in_db = await owner.fetchval("SELECT count(*) FROM memory.items")
     finally:
         await owner.close()
-    pool = await asyncpg.create_pool(
-        with_user(common.database_url, "engram_recall"), min_size=2, max_size=4
-    )
-    assert pool is not None
-    store, settings = RecallStore(pool), RecallSettings()
     embedder = None
     if args.with_model:
         from engram.embeddings.providers import LocalProvider
@@ -211,34 +238,48 @@ async def main(args: argparse.Namespace) -> None:
         "when": time.strftime("%F %T"),
         "items_in_database": in_db,
         "queries": args.queries,
+        "measured": "POST /v1/recall over HTTP (uvicorn on loopback), sequential requests",
     }
-    for name, size in SIZES.items():
-        p = Principal(org=f"{ORG_PREFIX}-{name}", member="ana")
-        queries = []
-        for _ in range(args.queries):
-            topic = int(np_rng.integers(0, TOPICS))
-            noisy = topics[topic] + np_rng.normal(scale=0.035, size=DIMS).astype(np.float32)
-            vec = [noisy / np.linalg.norm(noisy)]
-            text = f"topic{topic} " + " ".join(rng.choice(words) for _ in range(5))
-            queries.append((text, vec[0].tolist()))
-        for q, v in queries[:20]:  # warm caches and the pool
-            await packet(store, p, q, v, settings)
-        row: dict[str, object] = {"items_in_scopes": size}
-        for mode in ("full_text", "hybrid_excluding_embedding", "hybrid_including_embedding"):
-            if mode == "hybrid_including_embedding" and embedder is None:
-                continue
-            samples = []
-            for q, v in queries:
-                t0 = time.perf_counter()
-                if mode == "hybrid_including_embedding":
-                    assert embedder is not None
-                    [v] = await embedder.embed([q])  # the cost of embedding the query
-                await packet(store, p, q, None if mode == "full_text" else v, settings)
-                samples.append(time.perf_counter() - t0)
-            row[mode] = stats(samples)
-        print(json.dumps({name: row}))
-        results[name] = row
-    await pool.close()
+    app = create_app(RecallSettings(), common)
+    async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for name, size in SIZES.items():
+            org = f"{ORG_PREFIX}-{name}"
+            token = mint_token(dev_secret(), org=org, member="ana", ttl_seconds=3600)
+            headers = {"Authorization": f"Bearer {token}"}
+            queries: dict[str, list[float]] = {}
+            while len(queries) < args.queries + WARM_UP:
+                topic = int(np_rng.integers(0, TOPICS))
+                noisy = topics[topic] + np_rng.normal(scale=0.035, size=DIMS).astype(np.float32)
+                text = f"topic{topic} " + " ".join(rng.choice(words) for _ in range(5))
+                queries[text] = (noisy / np.linalg.norm(noisy)).tolist()
+            row: dict[str, object] = {"items_in_scopes": size}
+            modes = {
+                "full_text": None,
+                "hybrid_excluding_embedding": Precomputed(queries),
+                "hybrid_including_embedding": Precomputed(queries, embedder),
+            }
+            for mode, query_embedder in modes.items():
+                if mode == "hybrid_including_embedding" and embedder is None:
+                    continue
+                app.state.embedder = query_embedder
+                if query_embedder is not None:  # the vectors are really searched
+                    probe = await http.post(
+                        "/v1/search",
+                        headers=headers,
+                        json={"query": next(iter(queries)), "retrieval": "vector", "limit": 5},
+                    )
+                    assert probe.status_code == 200 and probe.json()["memories"], probe.text
+                samples = []
+                for i, text in enumerate(queries):
+                    t0 = time.perf_counter()
+                    r = await http.post("/v1/recall", headers=headers, json={"query": text})
+                    elapsed = time.perf_counter() - t0
+                    r.raise_for_status()
+                    if i >= WARM_UP:  # the first ones warm caches and the pool
+                        samples.append(elapsed)
+                row[mode] = stats(samples)
+            print(json.dumps({name: row}))
+            results[name] = row
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {RESULTS}")
@@ -254,4 +295,4 @@ if __name__ == "__main__":
         action="store_false",
         help="skip the timing that includes the query embedding",
     )
-    asyncio.run(main(parser.parse_args()))
+    uvloop.run(main(parser.parse_args()))  # as the services run (engram.http.serve)
