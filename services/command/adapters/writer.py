@@ -83,6 +83,7 @@ class PartitionWriter:
             linger_ms=0,
         )
         self.states: dict[str, StreamState] = {}
+        self.dirty: set[str] = set()  # streams changed since the last checkpoint
         self.next_event_offset = 0
         self.events_since_checkpoint = 0
         self._checkpoint_every = checkpoint_every
@@ -91,19 +92,20 @@ class PartitionWriter:
     async def start(self) -> None:
         await self._producer.start()  # init_transactions: fences a zombie owner
         # Events replayed count toward the next checkpoint: a long replay is saved soon.
-        (
-            self.states,
-            self.next_event_offset,
-            self.events_since_checkpoint,
-        ) = await self._restorer.restore(self.partition)
+        restored = await self._restorer.restore(self.partition)
+        self.states, self.next_event_offset = restored.states, restored.next_offset
+        self.events_since_checkpoint, self.dirty = restored.replayed, restored.dirty
         await self._maybe_checkpoint()
 
     async def _maybe_checkpoint(self) -> None:
         """Every N events (after a commit or a long restore), save the decision state as of
         ``next_event_offset``, so the next owner replays at most N events."""
         if self.events_since_checkpoint >= self._checkpoint_every:
-            await self._restorer.save(self.partition, self.states, self.next_event_offset)
+            await self._restorer.save(
+                self.partition, self.states, self.dirty, self.next_event_offset
+            )
             self.events_since_checkpoint = 0
+            self.dirty = set()
 
     async def stop(self) -> None:
         await self._producer.stop()
@@ -283,6 +285,7 @@ class PartitionWriter:
             payload=event.model_dump(mode="json"),
         )
         evolve(state, envelope.seq, env.command_id, event)
+        self.dirty.add(state.stream_id)
         self._sent.append(
             await self._producer.send(
                 topics.EVENTS,
