@@ -1,13 +1,17 @@
-"""Polling with a deadline (never a fixed sleep) and small Kafka helpers for tests."""
+"""Polling with a deadline (never a fixed sleep), small Kafka helpers, and a read-model
+row written straight into Postgres for tests of the read path."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
+import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
@@ -68,3 +72,24 @@ async def read_replies(
 
 def new_command_id() -> str:
     return str(uuid.uuid4())
+
+
+async def insert_item(
+    conn: asyncpg.Connection, org: str, scope: str, text: str, prefix: str
+) -> str:
+    """An active fact in ``memory.items`` (as the projector would write it); its id."""
+    item_id = f"{prefix}-{uuid.uuid4()}"
+    now = datetime.now(UTC)
+    await conn.execute(
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "revision, created_by, created_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, 'fact', 'active', $5, 1, $6, $7, $7)",
+        item_id,
+        org,
+        scope,
+        f"{org}/{scope}",
+        text,
+        json.dumps({"org": org}),
+        now,
+    )
+    return item_id

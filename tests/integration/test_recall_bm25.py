@@ -3,10 +3,8 @@ table's trigger through every change, ranked by word rarity, and emptied by a fo
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from engram.auth import Principal
 from engram.db import with_user
 from services.recall.adapters.store import SCOPED, scopes_literal
+from tests.support import insert_item
 
 pytestmark = pytest.mark.integration
 
@@ -28,15 +27,7 @@ async def owner(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Connect
 
 
 async def seed(conn: asyncpg.Connection, org: str, scope: str, text: str) -> str:
-    item_id = f"bm25-{uuid.uuid4()}"
-    now = datetime.now(UTC)
-    await conn.execute(
-        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
-        "revision, created_by, created_at, updated_at) "
-        "VALUES ($1, $2, $3, $4, 'fact', 'active', $5, 1, $6, $7, $7)",
-        item_id, org, scope, f"{org}/{scope}", text, json.dumps({"org": org}), now,
-    )
-    return item_id
+    return await insert_item(conn, org, scope, text, prefix="bm25")
 
 
 async def ranked(stack: dict[str, str], p: Principal, query: str) -> list[str]:

@@ -3,9 +3,7 @@ the principal named in its transaction: no other org's, no other member's."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -13,18 +11,13 @@ import pytest
 from engram.auth import Principal
 from engram.db import with_user
 from services.recall.adapters.store import SCOPED, scopes_literal
+from tests.support import insert_item
 
 pytestmark = pytest.mark.integration
 
 
 async def seed(conn: asyncpg.Connection, org: str, scope: str, text: str) -> str:
-    item_id = f"rls-{uuid.uuid4()}"
-    now = datetime.now(UTC)
-    await conn.execute(
-        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
-        "revision, created_by, created_at, updated_at) "
-        "VALUES ($1, $2, $3, $4, 'fact', 'active', $5, 1, $6, $7, $7)",
-        item_id, org, scope, f"{org}/{scope}", text, json.dumps({"org": org}), now)
+    item_id = await insert_item(conn, org, scope, text, prefix="rls")
     await conn.execute("INSERT INTO memory.generations (org, scope, generation) "
                        "VALUES ($1, $2, 1) ON CONFLICT DO NOTHING", org, scope)
     return item_id
