@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Literal, Protocol
 
 from contracts.recall import (
@@ -61,9 +62,12 @@ async def matches(
         if retrieval in ("hybrid", "full_text"):
             lists["full_text"] = await store.full_text(p, query, limit, settings.full_text_ranking)
         found = await vectors if vectors is not None else None
-    finally:
-        if vectors is not None and not vectors.done():
+    except BaseException:
+        if vectors is not None:  # never leave it running, nor its error unread
             vectors.cancel()
+            with contextlib.suppress(BaseException):
+                await vectors
+        raise
     if found is not None:
         lists["vector"] = found
     return lists

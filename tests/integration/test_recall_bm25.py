@@ -56,6 +56,9 @@ async def test_rare_words_outrank_common_ones(
     # (of two as long, the one with both words first); no padding with unrelated items.
     assert got[:2] == [both, rare]
     assert set(got[2:]) == set(common) and unrelated not in got
+    # A long query counts its 32 rarest words; the rare word still ranks first.
+    noise = " ".join(f"meeting{n} team" for n in range(300))
+    assert (await ranked(stack_settings, ana, f"{noise} budget"))[:2] == [both, rare]
     assert await ranked(stack_settings, ana, "") == []
     assert await ranked(stack_settings, ana, "the of and") == []  # only stop words
 
