@@ -1,12 +1,17 @@
 """The command consumer: one ``PartitionWriter`` per assigned partition.
 
-Assignment restores state before the first command is read; revocation waits
-for the batch in flight (the lock) so two owners never write one partition.
+An assigned partition stays paused until its writer has restored its state, so no
+command is read before that; the restore runs beside the consumer, not inside the
+rebalance callback (no heartbeat is sent during the callback, and a restore longer
+than the session timeout would cost the group membership, again and again).
+Revocation waits for the batch in flight (the lock) so two owners never write one
+partition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import asyncpg
@@ -29,6 +34,11 @@ class _Rebalance(ConsumerRebalanceListener):
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         async with self._p.lock:
             for tp in revoked:
+                starting = self._p.starting.pop(tp.partition, None)
+                if starting:
+                    starting.cancel()
+                    with contextlib.suppress(BaseException):
+                        await starting
                 writer = self._p.writers.pop(tp.partition, None)
                 if writer:
                     await writer.stop()
@@ -36,11 +46,14 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         async with self._p.lock:
-            for tp in assigned:
-                if tp.partition not in self._p.writers:
-                    writer = self._p.make_writer(tp.partition)
-                    await writer.start()
-                    self._p.writers[tp.partition] = writer
+            fresh = [
+                tp
+                for tp in assigned
+                if tp.partition not in self._p.writers and tp.partition not in self._p.starting
+            ]
+            self._p.pause(fresh)
+            for tp in fresh:
+                self._p.starting[tp.partition] = asyncio.create_task(self._p.start_writer(tp))
             log.info("partitions_assigned", partitions=[tp.partition for tp in assigned])
 
 
@@ -56,6 +69,7 @@ class CommandProcessor:
     ) -> None:
         self.lock = asyncio.Lock()
         self.writers: dict[int, PartitionWriter] = {}
+        self.starting: dict[int, asyncio.Task[None]] = {}  # writers still restoring
         self.make_writer = make_writer
         self._pool = pool
         self._keys = keystore
@@ -71,9 +85,36 @@ class CommandProcessor:
                 batches = await self._consumer.getmany(timeout_ms=200, max_records=self._max_batch)
                 if batches:
                     await self._process(batches)
+                for task in list(self.starting.values()):
+                    if task.done() and not task.cancelled() and task.exception():
+                        raise RuntimeError("a partition's writer failed to start") from (
+                            task.exception()
+                        )
         finally:
+            for task in self.starting.values():
+                task.cancel()
             await self._consumer.stop()
             for writer in self.writers.values():
+                await writer.stop()
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.pause(*partitions)
+
+    async def start_writer(self, tp: TopicPartition) -> None:
+        """Restore the partition's writer, then let its commands flow."""
+        writer = self.make_writer(tp.partition)
+        try:
+            await writer.start()
+        except BaseException:
+            await writer.stop()
+            raise
+        async with self.lock:
+            self.starting.pop(tp.partition, None)
+            if tp in self._consumer.assignment():
+                self.writers[tp.partition] = writer
+                self._consumer.resume(tp)
+                log.info("partition_ready", partition=tp.partition)
+            else:
                 await writer.stop()
 
     async def _process(self, batches: dict[TopicPartition, list]) -> None:

@@ -10,6 +10,7 @@ state could accept a stale base revision or reuse a ``seq``.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import time
 from dataclasses import dataclass
@@ -66,22 +67,21 @@ class Restorer:
             if row is None:
                 return {}, 0, set()
             if row["state"] is not None:  # a whole-partition checkpoint, from before rows
-                states: States = pickle.loads(row["state"])
+                states: States = await asyncio.to_thread(pickle.loads, row["state"])
                 return states, row["next_offset"], set(states)
             rows = await conn.fetch(
                 "SELECT stream_id, state FROM command.stream_states WHERE events_partition = $1",
                 partition,
             )
-        states = {r["stream_id"]: pickle.loads(r["state"]) for r in rows}
+        # Unpickling a large partition takes seconds: off the event loop, which keeps the
+        # other partitions' writers and the consumer's heartbeats going meanwhile.
+        states = await asyncio.to_thread(_unpickle, rows)
         return states, row["next_offset"], set()
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
         """Rewrite the changed streams' rows and the offset they are valid at, atomically."""
-        rows = [
-            (partition, stream_id, pickle.dumps(states[stream_id], pickle.HIGHEST_PROTOCOL))
-            for stream_id in sorted(dirty)
-            if stream_id in states
-        ]
+        # The writer awaits this before it takes another batch, so the states hold still.
+        rows = await asyncio.to_thread(_pickle_rows, partition, states, dirty)
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.executemany(
                 """INSERT INTO command.stream_states (events_partition, stream_id, state)
@@ -122,6 +122,18 @@ class Restorer:
             return await events.position(tp), count, touched
         finally:
             await events.stop()
+
+
+def _unpickle(rows: list[asyncpg.Record]) -> States:
+    return {r["stream_id"]: pickle.loads(r["state"]) for r in rows}
+
+
+def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[int, str, bytes]]:
+    return [
+        (partition, stream_id, pickle.dumps(states[stream_id], pickle.HIGHEST_PROTOCOL))
+        for stream_id in sorted(dirty)
+        if stream_id in states
+    ]
 
 
 def _fold(states: States, raw: bytes) -> str | None:
