@@ -136,6 +136,7 @@ async def load(owner: asyncpg.Connection, total: int, rng: random.Random) -> Non
                 "updated_at",
             ],
         )
+        await owner.execute("SELECT memory.fold_term_counts()")  # as the projector does
         if vrows:
             await owner.executemany(
                 "INSERT INTO indexer.vectors (item_id, model, revision, org, scope, embedding) "

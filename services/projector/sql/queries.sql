@@ -78,3 +78,5 @@ INSERT INTO memory.tombstones (item_id, org, scope, content_hashes, revisions, r
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (item_id) DO NOTHING
 
+-- name: fold_term_counts
+SELECT memory.fold_term_counts()

@@ -22,18 +22,26 @@ BEGIN
     ), words AS (
         SELECT array_agg(DISTINCT l) AS lexemes
         FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS l
+    ), counts AS (  -- the folded counts, and the deltas of a batch not folded yet
+        SELECT c.lexeme, c.docs, c.length
+        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id, words w
+        WHERE c.lexeme = ANY (array_prepend('', w.lexemes))
+        UNION ALL
+        SELECT d.lexeme, d.docs, d.length
+        FROM memory.term_deltas d JOIN streams s ON s.stream_id = d.stream_id, words w
+        WHERE d.lexeme = ANY (array_prepend('', w.lexemes))
     ), totals AS (
         SELECT sum(c.docs)::double precision AS n,
                sum(c.length)::double precision / nullif(sum(c.docs), 0) AS avgdl
-        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id
+        FROM counts c
         WHERE c.lexeme = ''
     ), idf AS (
         SELECT c.lexeme,
                ln(1 + (t.n - sum(c.docs) + 0.5) / (sum(c.docs) + 0.5)) AS idf
-        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id, words w,
-             totals t
-        WHERE c.lexeme = ANY (w.lexemes) AND c.docs > 0
+        FROM counts c, totals t
+        WHERE c.lexeme <> ''
         GROUP BY c.lexeme, t.n
+        HAVING sum(c.docs) > 0
         ORDER BY 2 DESC
         LIMIT 32  -- a long query: its 32 rarest words, so the cost stays bounded
     ), chosen AS (
