@@ -42,13 +42,13 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                                                       / greatest(avgdl, 1.0::float8)))
 $$;
 
+-- No index: the table only holds the batch in flight (folded before each commit).
 CREATE TABLE memory.term_deltas (
     stream_id text NOT NULL,
     lexeme    text NOT NULL,
     docs      integer NOT NULL,
     length    bigint NOT NULL DEFAULT 0
 );
-CREATE INDEX term_deltas_word ON memory.term_deltas (stream_id, lexeme);
 
 CREATE FUNCTION memory.count_terms(p_stream text, p_tsv tsvector, p_sign integer)
 RETURNS void LANGUAGE sql AS $$
