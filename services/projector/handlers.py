@@ -140,8 +140,8 @@ class EventProjector:
         for query in WRITE_ORDER:
             if writes.get(query):
                 await conn.executemany(Q[query], writes[query])
-        # The term index's counts change once per batch, not once per item (003_terms.sql).
-        await conn.execute(Q["fold_term_counts"])
+        if writes:  # the term index's counts change once per batch, not per item
+            await conn.execute(Q["fold_term_counts"])
         if generations:
             await conn.executemany(
                 Q["bump_generation"], [(org, scope, n) for (org, scope), n in generations.items()]

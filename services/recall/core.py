@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 RRF_K = 60
+# How the full-text list is ranked: BM25 over the term index, or the seed's ts_rank_cd.
+Ranking = Literal["bm25", "ts_rank_cd"]
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ for it is recall's own.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from engram.embeddings.settings import ProviderTuning
 from engram.settings import ServiceSettings
+from services.recall.core import Ranking
 
 
 class RecallSettings(ServiceSettings):
@@ -23,7 +22,7 @@ class RecallSettings(ServiceSettings):
     full_text_top: int = 30
     # bm25: ranked over the term index, reading a bounded number of postings per word;
     # ts_rank_cd: the seed's ranking, which ranks every item that matches any word.
-    full_text_ranking: Literal["bm25", "ts_rank_cd"] = "bm25"
+    full_text_ranking: Ranking = "bm25"
     vector_top: int = 30
     packet_items: int = 12
     packet_chars: int = 6000

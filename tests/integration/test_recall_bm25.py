@@ -11,7 +11,7 @@ import pytest
 
 from engram.auth import Principal
 from engram.db import with_user
-from services.recall.adapters.store import SCOPED, scopes_literal
+from services.recall.adapters.store import SCOPED, RecallStore, scopes_literal
 from tests.support import insert_item
 
 pytestmark = pytest.mark.integration
@@ -110,3 +110,24 @@ async def test_the_index_follows_each_change_and_a_forget_leaves_no_word_behind(
     assert await owner.fetchval("SELECT count(*) FROM memory.terms WHERE item_id = $1", item) == 0
     assert set(await words()) == {"", "deploy", "happen", "tuesday"}
     assert await ranked(stack_settings, ana, "deploys") == [keep]
+
+
+async def test_the_store_ranks_by_either_setting(
+    stack_settings: dict[str, str], owner: asyncpg.Connection
+) -> None:
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    ana = Principal(org=org, member="ana")
+    item = await seed(owner, org, "shared", "The kayak rental closes at six.")
+    await seed(owner, org, "shared", "Lunch is at noon.")
+    pool = await asyncpg.create_pool(
+        with_user(stack_settings["DATABASE_URL"], "engram_recall"), min_size=1, max_size=2
+    )
+    assert pool is not None
+    store = RecallStore(pool)
+    try:
+        for ranking in ("bm25", "ts_rank_cd"):
+            found = await store.full_text(ana, "When does the kayak rental close?", 30, ranking)
+            assert [c.item_id for c in found] == [item], ranking
+            assert await store.full_text(ana, "the of", 30, ranking) == [], ranking
+    finally:
+        await pool.close()

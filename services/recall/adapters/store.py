@@ -8,16 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
-from services.recall.core import Candidate, or_query
+from services.recall.core import Candidate, Ranking, or_query
 
-Ranking = Literal["bm25", "ts_rank_cd"]
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
 
@@ -137,10 +136,8 @@ class RecallStore:
         return [_candidate(r) for r in rows]
 
     async def generation(self, p: Principal) -> dict[str, int]:
-        async with as_principal(self._pool, p) as conn:
-            row = await conn.fetchrow(Q["generation"], p.org, f"member:{p.member}")
-        assert row is not None
-        return {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
+        generation, _ = await self.opening(p)
+        return generation
 
     async def opening(self, p: Principal) -> tuple[dict[str, int], OrgPolicy]:
         """The generation and the org's policy, in one round trip."""

@@ -15,16 +15,9 @@ WHERE org = $1 AND scope = ANY($2) AND status = 'active' AND pinned
 ORDER BY updated_at DESC
 LIMIT $3
 
--- name: generation
-SELECT coalesce((SELECT generation FROM memory.generations WHERE org = $1 AND scope = 'shared'), 0)
-           AS shared,
-       coalesce((SELECT generation FROM memory.generations WHERE org = $1 AND scope = $2), 0)
-           AS own,
-       (SELECT count(*) FROM memory.items
-         WHERE org = $1 AND scope = $2 AND status = 'active' AND expires_at <= now()) AS expired
-
 -- name: opening
--- What every packet needs first, in one round trip: the generation and the org's policy.
+-- What every packet needs first, in one round trip: the generation (shared:own:expired)
+-- and the org's policy.
 SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars
 FROM (
     SELECT coalesce((SELECT generation FROM memory.generations
