@@ -14,6 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.producer import sender as _sender
 
 from contracts.topics import TopicSpec, dead_letter_topic, topic_specs
 from engram.logging import get_logger
@@ -28,6 +29,27 @@ def json_bytes(value: Any) -> bytes:
 def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=kwargs.pop("linger_ms", 1), **kwargs
+    )
+
+
+# A transaction's first write to a partition is refused with CONCURRENT_TRANSACTIONS while
+# the broker still writes the previous commit's markers (3 to 4 ms on one broker); aiokafka
+# then waits a fixed 20 ms (its BACKOFF_OVERRIDE) before it asks again, and every other
+# transactional retry waits retry_backoff_ms (100 ms by default). Back-to-back transactions,
+# the writer's normal state, paid that on every batch: 25 ms per HTTP command at best.
+TXN_RETRY_SECONDS = 0.002
+_sender.BACKOFF_OVERRIDE = TXN_RETRY_SECONDS
+
+
+def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
+    """A transactional, idempotent producer that retries refused transaction requests
+    after 2 ms, not 20 or 100 ms."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        linger_ms=0,
+        retry_backoff_ms=round(TXN_RETRY_SECONDS * 1000),
     )
 
 

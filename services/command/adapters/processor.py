@@ -1,21 +1,26 @@
-"""The command consumer: one ``PartitionWriter`` per assigned partition.
+"""The command consumer: one ``PartitionWriter`` per assigned partition, each fed by its
+own queue so that partitions commit independently and every transaction takes all the
+commands that arrived while the previous one committed (group commit).
 
 An assigned partition stays paused until its writer has restored its state, so no
 command is read before that; the restore runs beside the consumer, not inside the
 rebalance callback (no heartbeat is sent during the callback, and a restore longer
 than the session timeout would cost the group membership, again and again).
-Revocation waits for the batch in flight (the lock) so two owners never write one
-partition.
+Revocation waits for the partition's batch in flight, so two owners never write one
+partition; commands queued but not yet decided are dropped and read again by the
+next owner from the offset committed with the last transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable
+from typing import TypeAlias
 
 import asyncpg
-from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from contracts import topics
@@ -25,6 +30,8 @@ from engram.logging import get_logger
 from services.command.adapters.writer import Cleanup, PartitionWriter
 
 log = get_logger(__name__)
+
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -39,9 +46,9 @@ class _Rebalance(ConsumerRebalanceListener):
                     starting.cancel()
                     with contextlib.suppress(BaseException):
                         await starting
-                writer = self._p.writers.pop(tp.partition, None)
-                if writer:
-                    await writer.stop()
+                worker = self._p.workers.pop(tp.partition, None)
+                if worker:
+                    await worker.close()
             log.info("partitions_revoked", partitions=[tp.partition for tp in revoked])
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
@@ -49,12 +56,99 @@ class _Rebalance(ConsumerRebalanceListener):
             fresh = [
                 tp
                 for tp in assigned
-                if tp.partition not in self._p.writers and tp.partition not in self._p.starting
+                if tp.partition not in self._p.workers and tp.partition not in self._p.starting
             ]
             self._p.pause(fresh)
             for tp in fresh:
                 self._p.starting[tp.partition] = asyncio.create_task(self._p.start_writer(tp))
             log.info("partitions_assigned", partitions=[tp.partition for tp in assigned])
+
+
+class PartitionWorker:
+    """Decides one partition's queued commands, a batch (one transaction) at a time.
+
+    The queue is bounded by pausing the partition when it holds more than two batches.
+    A failed transaction leaves the writer's memory ahead of the log: the worker then
+    drops its queue, restores a fresh writer and seeks back to the committed offset.
+    """
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        writer: PartitionWriter,
+        kafka: AIOKafkaConsumer,
+        processor: CommandProcessor,
+    ) -> None:
+        self.tp, self.writer = tp, writer
+        self._kafka, self._processor = kafka, processor
+        self._queue: deque[Record] = deque()
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._recovering = False
+        self._paused = False
+        self._task = asyncio.create_task(self._run(), name=f"command-partition-{tp.partition}")
+
+    @property
+    def failed(self) -> BaseException | None:
+        if self._task.done() and not self._task.cancelled():
+            return self._task.exception()
+        return None
+
+    def put(self, records: list[Record]) -> None:
+        if self._closing or self._recovering:
+            return  # read again from the committed offset once a writer owns it
+        self._queue.extend(records)
+        self._wakeup.set()
+        if len(self._queue) > 2 * self._processor.max_batch and not self._paused:
+            self._paused = True
+            self._kafka.pause(self.tp)
+
+    async def close(self) -> None:
+        """Finish the batch in flight, drop the rest, stop the writer."""
+        self._closing = True
+        self._queue.clear()
+        self._wakeup.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self.writer.stop()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue and not self._closing:
+                batch = [
+                    self._queue.popleft()
+                    for _ in range(min(len(self._queue), self._processor.max_batch))
+                ]
+                self._maybe_resume()
+                try:
+                    cleanup = await self.writer.process(batch)
+                except KafkaError as exc:
+                    log.error("transaction_failed", partition=self.tp.partition, error=str(exc))
+                    await self._recover()
+                    continue
+                self._processor.processed += len(batch)
+                await self._processor.clean(cleanup)
+
+    def _maybe_resume(self) -> None:
+        if self._paused and len(self._queue) <= self._processor.max_batch and not self._closing:
+            self._paused = False
+            self._kafka.resume(self.tp)
+
+    async def _recover(self) -> None:
+        self._recovering = True
+        self._queue.clear()
+        self._kafka.pause(self.tp)
+        await self.writer.stop()
+        self.writer = self._processor.make_writer(self.tp.partition)
+        await self.writer.start()
+        committed = await self._kafka.committed(self.tp)
+        self._kafka.seek(self.tp, committed or 0)
+        self._queue.clear()
+        self._recovering = self._paused = False
+        if not self._closing:
+            self._kafka.resume(self.tp)
 
 
 class CommandProcessor:
@@ -68,34 +162,53 @@ class CommandProcessor:
         max_batch: int,
     ) -> None:
         self.lock = asyncio.Lock()
-        self.writers: dict[int, PartitionWriter] = {}
+        self.workers: dict[int, PartitionWorker] = {}
         self.starting: dict[int, asyncio.Task[None]] = {}  # writers still restoring
         self.make_writer = make_writer
+        self.max_batch = max_batch
         self._pool = pool
         self._keys = keystore
-        self._max_batch = max_batch
         self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
         self.processed = 0
+
+    @property
+    def writers(self) -> dict[int, PartitionWriter]:
+        """The partitions this instance writes, with their writers."""
+        return {p: w.writer for p, w in self.workers.items()}
 
     async def run(self) -> None:
         self._consumer.subscribe([topics.COMMANDS], listener=_Rebalance(self))
         await self._consumer.start()
         try:
             while True:
-                batches = await self._consumer.getmany(timeout_ms=200, max_records=self._max_batch)
-                if batches:
-                    await self._process(batches)
-                for task in list(self.starting.values()):
-                    if task.done() and not task.cancelled() and task.exception():
-                        raise RuntimeError("a partition's writer failed to start") from (
-                            task.exception()
-                        )
+                batches = await self._consumer.getmany(timeout_ms=200, max_records=self.max_batch)
+                for tp, records in batches.items():
+                    self._dispatch(tp, records)
+                self._raise_failures()
         finally:
             for task in self.starting.values():
                 task.cancel()
+            for worker in self.workers.values():
+                await worker.close()
             await self._consumer.stop()
-            for writer in self.writers.values():
-                await writer.stop()
+
+    def _dispatch(self, tp: TopicPartition, records: list[Record]) -> None:
+        worker = self.workers.get(tp.partition)
+        if worker is None:
+            # Fetched before the assignment callback made its writer (or after a revoke):
+            # never skip commands; fetch them again once a writer owns the partition.
+            if tp in self._consumer.assignment():
+                self._consumer.seek(tp, records[0].offset)
+            return
+        worker.put(records)
+
+    def _raise_failures(self) -> None:
+        for task in list(self.starting.values()):
+            if task.done() and not task.cancelled() and task.exception():
+                raise RuntimeError("a partition's writer failed to start") from task.exception()
+        for worker in self.workers.values():
+            if error := worker.failed:
+                raise RuntimeError(f"partition {worker.tp.partition}'s writer failed") from error
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         self._consumer.pause(*partitions)
@@ -111,47 +224,13 @@ class CommandProcessor:
         async with self.lock:
             self.starting.pop(tp.partition, None)
             if tp in self._consumer.assignment():
-                self.writers[tp.partition] = writer
+                self.workers[tp.partition] = PartitionWorker(tp, writer, self._consumer, self)
                 self._consumer.resume(tp)
                 log.info("partition_ready", partition=tp.partition)
             else:
                 await writer.stop()
 
-    async def _process(self, batches: dict[TopicPartition, list]) -> None:
-        async with self.lock:
-            results = await asyncio.gather(
-                *(self._process_partition(tp, records) for tp, records in batches.items())
-            )
-        for cleanup in results:
-            await self._clean(cleanup)
-
-    async def _process_partition(self, tp: TopicPartition, records: list) -> Cleanup:
-        writer = self.writers.get(tp.partition)
-        if writer is None:
-            # Fetched before the assignment callback made its writer (or after a revoke):
-            # never skip commands; fetch them again once a writer owns the partition.
-            if tp in self._consumer.assignment():
-                self._consumer.seek(tp, records[0].offset)
-            return Cleanup()
-        try:
-            cleanup = await writer.process(records)
-        except KafkaError as exc:
-            # The transaction aborted: our in-memory state may be ahead of the log.
-            log.error("transaction_failed", partition=tp.partition, error=str(exc))
-            await self._recover(tp, writer)
-            return Cleanup()
-        self.processed += len(records)
-        return cleanup
-
-    async def _recover(self, tp: TopicPartition, writer: PartitionWriter) -> None:
-        await writer.stop()
-        fresh = self.make_writer(tp.partition)
-        await fresh.start()
-        self.writers[tp.partition] = fresh
-        committed = await self._consumer.committed(tp)
-        self._consumer.seek(tp, committed or 0)
-
-    async def _clean(self, cleanup: Cleanup) -> None:
+    async def clean(self, cleanup: Cleanup) -> None:
         """Delete forgotten items' keys now (the projector does it too, idempotently),
         and the unused keys the gateway made for rejected commands."""
         if cleanup.shred:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
@@ -24,7 +24,7 @@ from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import SENSITIVE_FIELDS, KeyMissingError, open_payload, seal, sealed_key_ids
-from engram.kafka import dead_letter
+from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.restore import Restorer
@@ -76,12 +76,7 @@ class PartitionWriter:
         self._restorer = restorer
         self._partitions = partitions
         self._reply_partitions = reply_partitions
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            transactional_id=f"engram-command-{partition}",
-            enable_idempotence=True,
-            linger_ms=0,
-        )
+        self._producer = transactional_producer(bootstrap, f"engram-command-{partition}")
         self.states: dict[str, StreamState] = {}
         self.dirty: set[str] = set()  # streams changed since the last checkpoint
         self.next_event_offset = 0
