@@ -63,7 +63,11 @@ class TrackedFollower:
         service: str,
         handle: BatchHandler,
         max_batch: int = 1000,
+        parallel: bool = False,
     ) -> None:
+        """``parallel``: apply the partitions of one fetch concurrently, each in its own
+        transaction; only for a handler whose writes never share rows across partitions
+        (and the pool needs a connection per partition, plus what the handler takes)."""
         self.lock = asyncio.Lock()
         self.topic = topic
         self.consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
@@ -74,6 +78,7 @@ class TrackedFollower:
         self._service = service
         self._handle = handle
         self._max_batch = max_batch
+        self._parallel = parallel
         self.applied = 0
         self.positions: dict[int, int] = {}
         self.next_offset: dict[TopicPartition, int] = {}
@@ -94,8 +99,14 @@ class TrackedFollower:
             while True:
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
                 async with self.lock:
-                    for tp, records in batches.items():
-                        await self._apply(tp, records)
+                    if self._parallel and len(batches) > 1:
+                        # A failure cancels the others: their transactions roll back.
+                        async with asyncio.TaskGroup() as group:
+                            for tp, records in batches.items():
+                                group.create_task(self._apply(tp, records))
+                    else:
+                        for tp, records in batches.items():
+                            await self._apply(tp, records)
         finally:
             await self.consumer.stop()
             await self._producer.stop()

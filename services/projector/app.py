@@ -36,7 +36,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await migrate_shared(common.database_url)
         await migrate(common.database_url, "projector", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=4)
+        # Partitions are applied in parallel; each may also take a connection for keys.
+        pool = await create_pool(common.database_url, max_size=2 * common.partitions + 2)
         # The dead-letter callback binds late: the follower owns the producer.
         projector = EventProjector(
             KeyStore(pool, MasterKey(load_master_key(common))),
@@ -51,6 +52,8 @@ def create_app(
             service="projector",
             handle=projector.handle_batch,
             max_batch=settings.max_batch,
+            # Every row the projector writes belongs to one stream, so to one partition.
+            parallel=True,
         )
         app.state.follower, app.state.projector = follower, projector
         task = supervise(follower.run(), "projector-follower")
