@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
+from lean_http import KeepAliveClient
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
@@ -27,41 +28,6 @@ from engram.settings import CommonSettings
 
 RESULTS = Path(__file__).parent / "results" / "write_path.json"
 COMMAND_HOST, COMMAND_PORT = "127.0.0.1", 8081
-
-
-class KeepAliveClient:
-    """One HTTP/1.1 keep-alive connection that POSTs JSON. The load generator shares the
-    two cores with everything it measures: httpx spent 3.7 ms of CPU per request here,
-    more than the command service itself, and so inflated every latency it reported."""
-
-    def __init__(self, token: str) -> None:
-        self._auth = f"Authorization: Bearer {token}\r\n"
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(COMMAND_HOST, COMMAND_PORT)
-        assert self._reader is not None
-        data = json.dumps(body).encode()
-        self._writer.write(
-            (
-                f"POST {path} HTTP/1.1\r\nHost: {COMMAND_HOST}\r\n{self._auth}"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-            ).encode()
-            + data
-        )
-        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        status = int(head[0].split()[1])
-        length = next(
-            int(line.split(":", 1)[1]) for line in head if line.lower().startswith("content-length")
-        )
-        return status, json.loads(await self._reader.readexactly(length))
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            await self._writer.wait_closed()
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -156,7 +122,8 @@ async def latency(pool: asyncpg.Pool, writers: int, requests: int) -> dict[str, 
     watch = VisibilityWatch(pool)
 
     async def writer(w: int) -> None:
-        http = KeepAliveClient(mint_token(dev_secret(), org=org, member=f"w{w}", ttl_seconds=7200))
+        token = mint_token(dev_secret(), org=org, member=f"w{w}", ttl_seconds=7200)
+        http = KeepAliveClient(COMMAND_HOST, COMMAND_PORT, token)
         try:
             for n in range(requests // writers):
                 t0 = time.monotonic()
