@@ -7,7 +7,8 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import partition_count, publish_commands
+from services.projector.replay import recreate_database
 
 T = TypeVar("T")
 
@@ -93,3 +95,17 @@ async def insert_item(
         now,
     )
     return item_id
+
+
+@asynccontextmanager
+async def shadow_database(live_dsn: str, name: str) -> AsyncIterator[str]:
+    """A fresh database beside the live one for a replay (its DSN), dropped afterwards."""
+    shadow = await recreate_database(live_dsn, name)
+    try:
+        yield shadow
+    finally:
+        conn = await asyncpg.connect(live_dsn)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()

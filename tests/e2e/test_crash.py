@@ -23,9 +23,9 @@ from engram.devstack import services as devservices
 from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.command.core import new_item_id
-from services.projector.replay import recreate_database, replay
+from services.projector.replay import replay
 from tests.conftest import caller
-from tests.support import eventually, read_replies, send_commands
+from tests.support import eventually, read_replies, send_commands, shadow_database
 
 pytestmark = pytest.mark.e2e
 TOTAL = 10_000
@@ -138,9 +138,9 @@ async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
     finally:
         await pool.close()
     common = CommonSettings()
-    shadow = await recreate_database(common.database_url, f"engram_crash_{org[-8:]}")
-    report = await replay(common.database_url, shadow, bootstrap,
-                          MasterKey(load_master_key(common)), org_pattern=org)
+    async with shadow_database(common.database_url, f"engram_crash_{org[-8:]}") as shadow:
+        report = await replay(common.database_url, shadow, bootstrap,
+                              MasterKey(load_master_key(common)), org_pattern=org)
     assert report.events == len(events)
     assert report.matches, "the read model differs from a fresh replay of the log"
 

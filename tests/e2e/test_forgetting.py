@@ -17,9 +17,9 @@ from engram.devstack import kafka as devkafka
 from engram.devstack import postgres as devpostgres
 from engram.devstack import resolve_state
 from engram.settings import CommonSettings
-from services.projector.replay import recreate_database, replay
+from services.projector.replay import replay
 from tests.conftest import caller
-from tests.support import eventually
+from tests.support import eventually, shadow_database
 
 pytestmark = pytest.mark.e2e
 
@@ -97,22 +97,23 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
         assert files_containing(kafka_data, marker.encode()) == []
 
     common = CommonSettings()
-    shadow = await recreate_database(common.database_url, f"engram_forget_{uuid.uuid4().hex[:8]}")
-    report = await replay(common.database_url, shadow, common.kafka_bootstrap_servers,
-                          MasterKey(load_master_key(common)), org_pattern=ana.org)
-    assert report.matches, "the replay must rebuild the live read model"
-    replayed = await asyncpg.connect(shadow)
-    try:
-        row = await replayed.fetchrow(
-            "SELECT status, content, title FROM memory.items WHERE item_id = $1", item_id)
-        assert dict(row) == {"status": "forgotten", "content": None, "title": None}
-        assert await replayed.fetchval(
-            "SELECT count(*) FROM memory.revisions WHERE item_id = $1 AND content IS NOT NULL",
-            item_id) == 0
-    finally:
-        await replayed.close()
-    dump = pg_dump(shadow)
-    assert first.encode() not in dump and second.encode() not in dump
+    name = f"engram_forget_{uuid.uuid4().hex[:8]}"
+    async with shadow_database(common.database_url, name) as shadow:
+        report = await replay(common.database_url, shadow, common.kafka_bootstrap_servers,
+                              MasterKey(load_master_key(common)), org_pattern=ana.org)
+        assert report.matches, "the replay must rebuild the live read model"
+        replayed = await asyncpg.connect(shadow)
+        try:
+            row = await replayed.fetchrow(
+                "SELECT status, content, title FROM memory.items WHERE item_id = $1", item_id)
+            assert dict(row) == {"status": "forgotten", "content": None, "title": None}
+            assert await replayed.fetchval(
+                "SELECT count(*) FROM memory.revisions WHERE item_id = $1 AND content IS NOT NULL",
+                item_id) == 0
+        finally:
+            await replayed.close()
+        dump = pg_dump(shadow)
+        assert first.encode() not in dump and second.encode() not in dump
 
 
 async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,
