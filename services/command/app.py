@@ -59,6 +59,7 @@ def create_app(
                 partitions,
                 reply_partitions,
                 settings.checkpoint_every,
+                settings.cached_items,
             )
 
         processor = CommandProcessor(

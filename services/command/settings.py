@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from engram.settings import ServiceSettings
@@ -15,4 +16,8 @@ class CommandSettings(ServiceSettings):
     reply_timeout_seconds: float = 15.0
     max_batch: int = 500
     # Save a partition's state every N events, so a restart replays few events.
-    checkpoint_every: int = 5000
+    checkpoint_every: int = Field(5000, ge=1)
+    # Items of the stream states a partition's writer keeps in memory; past it, the least
+    # recently used streams are dropped after a checkpoint and loaded again from their
+    # checkpoint rows when a command for them comes.
+    cached_items: int = Field(100_000, ge=1)

@@ -1,6 +1,7 @@
 """Incremental checkpoints of the command writer: only the streams that changed are
-rewritten, the offset moves with them in one transaction, and a whole-partition
-checkpoint written before stream rows existed still restores (and is then rewritten)."""
+rewritten, the offset moves with them in one transaction, rows load on demand, and a
+whole-partition checkpoint written before stream rows existed still restores (and is
+then rewritten)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
         states["o/c"] = state("o/c", 1)
         await restorer.save(partition, states, {"o/c"}, 150)
 
+        # The rows load on demand: a restore starts from none of them.
         restored, offset, dirty = await restorer._checkpoint(partition)
-        assert offset == 150 and dirty == set()
-        assert {s: st.seq for s, st in restored.items()} == {"o/a": 3, "o/b": 5, "o/c": 1}
+        assert (restored, offset, dirty) == ({}, 150, set())
+        rows = await restorer.load(partition, ["o/a", "o/b", "o/c", "o/new"])
+        assert {s: st.seq for s, st in rows.items()} == {"o/a": 3, "o/b": 5, "o/c": 1}
 
         # A checkpoint from before stream rows: the whole partition in one value.
         legacy = {"o/d": state("o/d", 7)}
@@ -58,7 +61,8 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
             is None
         )
         restored, offset, _ = await restorer._checkpoint(partition)
-        assert offset == 210 and restored["o/d"].seq == 7
+        assert offset == 210 and restored == {}
+        assert (await restorer.load(partition, ["o/d"]))["o/d"].seq == 7
     finally:
         await pool.execute(
             "DELETE FROM command.stream_states WHERE events_partition = $1", partition

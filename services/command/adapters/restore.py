@@ -2,10 +2,13 @@
 
 A checkpoint is incremental: each stream's state is a row, rewritten only when the
 stream changed since the previous checkpoint, and the partition's row names the event
-offset all of them are valid at (they are written in one transaction).
+offset all of them are valid at (they are written in one transaction). So a stream's
+row is its whole state unless the stream has events after that offset.
 
-The writer must not take a command before this finishes: deciding on a partial
-state could accept a stale base revision or reuse a ``seq``.
+A restore therefore loads only the rows of the streams the replay touches; the writer
+loads any other stream's row when a command for it arrives (``load``). The writer must
+not take a command before the restore finishes: deciding on a partial state could
+accept a stale base revision or reuse a ``seq``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import asyncpg
@@ -21,13 +25,14 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import EventEnvelope
-from contracts.events import parse_event
+from contracts.events import Event, parse_event
 from engram.kafka import consumer
 from engram.logging import get_logger
 from services.command.state import StreamState, evolve
 
 log = get_logger(__name__)
 States = dict[str, StreamState]
+UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
 
 
 @dataclass
@@ -59,24 +64,32 @@ class Restorer:
         return Restored(states, offset, count, dirty | touched)
 
     async def _checkpoint(self, partition: int) -> tuple[States, int, set[str]]:
-        async with self._pool.acquire() as conn:
-            row = await conn.fetchrow(
-                "SELECT next_offset, state FROM command.checkpoints WHERE events_partition = $1",
-                partition,
-            )
-            if row is None:
-                return {}, 0, set()
-            if row["state"] is not None:  # a whole-partition checkpoint, from before rows
-                states: States = await asyncio.to_thread(pickle.loads, row["state"])
-                return states, row["next_offset"], set(states)
-            rows = await conn.fetch(
-                "SELECT stream_id, state FROM command.stream_states WHERE events_partition = $1",
-                partition,
-            )
-        # Unpickling a large partition takes seconds: off the event loop, which keeps the
+        """The states to start from (none: rows load on demand), the offset they are
+        valid at, and which of them differ from their rows."""
+        row = await self._pool.fetchrow(
+            "SELECT next_offset, state FROM command.checkpoints WHERE events_partition = $1",
+            partition,
+        )
+        if row is None:
+            return {}, 0, set()
+        if row["state"] is not None:  # a whole-partition checkpoint, from before rows
+            states: States = await asyncio.to_thread(pickle.loads, row["state"])
+            return states, row["next_offset"], set(states)
+        return {}, row["next_offset"], set()
+
+    async def load(self, partition: int, stream_ids: Collection[str]) -> States:
+        """The checkpoint rows of these streams (a stream without one is new)."""
+        rows = await self._pool.fetch(
+            "SELECT stream_id, state FROM command.stream_states "
+            "WHERE events_partition = $1 AND stream_id = ANY($2)",
+            partition,
+            list(stream_ids),
+        )
+        if sum(len(r["state"]) for r in rows) < UNPICKLE_INLINE_BYTES:
+            return _unpickle(rows)
+        # Unpickling many large streams takes a while: off the event loop, which keeps the
         # other partitions' writers and the consumer's heartbeats going meanwhile.
-        states = await asyncio.to_thread(_unpickle, rows)
-        return states, row["next_offset"], set()
+        return await asyncio.to_thread(_unpickle, rows)
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
         """Rewrite the changed streams' rows and the offset they are valid at, atomically."""
@@ -114,11 +127,15 @@ class Restorer:
             end = (await events.end_offsets([tp]))[tp]
             while await events.position(tp) < end:
                 batch = await events.getmany(tp, timeout_ms=500, max_records=5000)
-                for record in batch.get(tp, []):
-                    stream_id = _fold(states, record.value or b"")
-                    if stream_id is not None:
-                        touched.add(stream_id)
-                    count += 1
+                records = batch.get(tp, [])
+                count += len(records)
+                decoded = [d for r in records if (d := _decode(r.value or b"")) is not None]
+                missing = {env.stream_id for env, _ in decoded} - set(states)
+                if missing:  # their rows are as of the checkpoint: fold onto them
+                    states.update(await self.load(partition, missing))
+                for env, event in decoded:
+                    _fold(states, env, event)
+                    touched.add(env.stream_id)
             return await events.position(tp), count, touched
         finally:
             await events.stop()
@@ -136,18 +153,19 @@ def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[
     ]
 
 
-def _fold(states: States, raw: bytes) -> str | None:
-    """Fold one event; the stream it changed (None: not an event of this writer's)."""
+def _decode(raw: bytes) -> tuple[EventEnvelope, Event] | None:
     try:
         env = EventEnvelope.model_validate_json(raw)
-        event = parse_event(env.type, env.schema_version, env.payload)
+        return env, parse_event(env.type, env.schema_version, env.payload)
     except (ValidationError, KeyError, ValueError) as exc:
         # Not an event this writer wrote: the projector dead-letters it; skip it here.
         log.error("undecodable_event_skipped", error=str(exc)[:300])
         return None
+
+
+def _fold(states: States, env: EventEnvelope, event: Event) -> None:
     state = states.setdefault(env.stream_id, StreamState(env.stream_id))
     if env.seq != state.seq + 1:
         # Only the writer appends; a gap means the log and the writer disagree.
         raise RuntimeError(f"{env.stream_id}: seq {env.seq} follows {state.seq}")
     evolve(state, env.seq, env.command_id, event)
-    return env.stream_id

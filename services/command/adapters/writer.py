@@ -68,6 +68,7 @@ class PartitionWriter:
         partitions: int,
         reply_partitions: int,
         checkpoint_every: int = 5000,
+        cached_items: int = 100_000,
     ) -> None:
         self.partition = partition
         self._group_id = group_id
@@ -77,7 +78,11 @@ class PartitionWriter:
         self._partitions = partitions
         self._reply_partitions = reply_partitions
         self._producer = transactional_producer(bootstrap, f"engram-command-{partition}")
+        # A cache of stream states, least recently used first. A stream not in it is
+        # exactly its checkpoint row (or new): streams leave it only right after a
+        # checkpoint, which saved every changed stream.
         self.states: dict[str, StreamState] = {}
+        self._cached_items = cached_items
         self.dirty: set[str] = set()  # streams changed since the last checkpoint
         self.next_event_offset = 0
         self.events_since_checkpoint = 0
@@ -101,6 +106,25 @@ class PartitionWriter:
             )
             self.events_since_checkpoint = 0
             self.dirty = set()
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used streams (all saved) while the cache holds more
+        items than its budget; the most recent stream always stays."""
+        held = sum(len(state.items) for state in self.states.values())
+        for stream_id in list(self.states)[:-1]:
+            if held <= self._cached_items:
+                break
+            held -= len(self.states.pop(stream_id).items)
+
+    async def _load(self, stream_ids: set[str]) -> None:
+        """Bring the batch's streams into the cache, as the most recently used."""
+        if missing := [s for s in stream_ids if s not in self.states]:
+            loaded = await self._restorer.load(self.partition, missing)
+            for stream_id in missing:
+                self.states[stream_id] = loaded.get(stream_id) or StreamState(stream_id)
+        for stream_id in stream_ids:
+            self.states[stream_id] = self.states.pop(stream_id)
 
     async def stop(self) -> None:
         await self._producer.stop()
@@ -109,6 +133,7 @@ class PartitionWriter:
         """Decide a batch and commit it in one transaction; return the keys to clean up."""
         t0 = time.perf_counter()
         decoded = [self._decode(r) for r in records]
+        await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
         keys = await self._prepare_keys(decoded)
         t1 = time.perf_counter()
         cleanup = Cleanup()

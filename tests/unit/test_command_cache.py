@@ -1,0 +1,92 @@
+"""The command writer's stream cache: a stream not in memory is exactly its checkpoint
+row, so streams leave only right after a checkpoint, least recently used first, and come
+back from their rows when a command for them arrives."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection
+
+from services.command.adapters.writer import PartitionWriter
+from services.command.state import Item, StreamState
+
+
+class Rows:
+    """The checkpoint rows, in memory, with the restorer's load and save."""
+
+    def __init__(self, rows: dict[str, StreamState]) -> None:
+        self.rows = rows
+        self.loads: list[list[str]] = []
+
+    async def load(self, partition: int, stream_ids: Collection[str]) -> dict[str, StreamState]:
+        self.loads.append(sorted(stream_ids))
+        return {s: copy.deepcopy(self.rows[s]) for s in stream_ids if s in self.rows}
+
+    async def save(
+        self, partition: int, states: dict[str, StreamState], dirty: set[str], offset: int
+    ) -> None:
+        for stream_id in dirty:
+            self.rows[stream_id] = copy.deepcopy(states[stream_id])
+
+
+def stream(stream_id: str, items: int) -> StreamState:
+    state = StreamState(stream_id, seq=items)
+    for n in range(items):
+        state.items[f"{stream_id}-{n}"] = Item(
+            f"{stream_id}-{n}", "fact", "active", 1, False, None, True
+        )
+    return state
+
+
+def writer(rows: Rows, cached_items: int) -> PartitionWriter:
+    return PartitionWriter(
+        0,
+        "127.0.0.1:9",  # never started: no broker is needed
+        "test",
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        rows,  # type: ignore[arg-type]
+        partitions=4,
+        reply_partitions=4,
+        checkpoint_every=1,
+        cached_items=cached_items,
+    )
+
+
+async def test_streams_load_from_their_rows_and_leave_only_after_a_checkpoint() -> None:
+    rows = Rows({"o/a": stream("o/a", 2), "o/b": stream("o/b", 2)})
+    w = writer(rows, cached_items=3)
+
+    await w._load({"o/a"})
+    await w._load({"o/b", "o/new"})
+    assert rows.loads == [["o/a"], ["o/b", "o/new"]]
+    assert w.states["o/a"].seq == 2 and w.states["o/new"].seq == 0
+    assert next(iter(w.states)) == "o/a"  # the least recently used first
+
+    # A change, and no checkpoint yet: nothing leaves, whatever the budget says.
+    w.states["o/new"] = stream("o/new", 1)
+    w.dirty.add("o/new")
+    assert len(w.states) == 3
+
+    # The checkpoint saves the changed stream, then the oldest streams leave until the
+    # items fit (5 > 3: o/a goes, and 3 remain).
+    w.events_since_checkpoint = 1
+    await w._maybe_checkpoint()
+    assert rows.rows["o/new"].seq == 1 and w.dirty == set()
+    assert set(w.states) == {"o/b", "o/new"}
+
+    # A command for o/a brings it back from its row, as it was.
+    await w._load({"o/a"})
+    assert rows.loads[-1] == ["o/a"] and len(w.states["o/a"].items) == 2
+    assert list(w.states)[-1] == "o/a"  # now the most recently used
+
+
+async def test_the_most_recent_stream_stays_even_past_the_budget() -> None:
+    rows = Rows({"o/big": stream("o/big", 10)})
+    w = writer(rows, cached_items=1)
+    await w._load({"o/big"})
+    w.events_since_checkpoint = 1
+    await w._maybe_checkpoint()
+    assert set(w.states) == {"o/big"}
+    await w._load({"o/big"})
+    assert rows.loads == [["o/big"]]  # still in memory: not loaded again
