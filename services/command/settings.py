@@ -17,7 +17,7 @@ class CommandSettings(ServiceSettings):
     max_batch: int = 500
     # Save a partition's state every N events, so a restart replays few events.
     checkpoint_every: int = Field(5000, ge=1)
-    # Items of the stream states a partition's writer keeps in memory; past it, the least
-    # recently used streams are dropped after a checkpoint and loaded again from their
-    # checkpoint rows when a command for them comes.
+    # Items of the stream states a partition's writer keeps in memory (each stream counts
+    # one more); past it, the least recently used streams are dropped after a checkpoint
+    # and loaded again from their checkpoint rows when a command for them comes.
     cached_items: int = Field(100_000, ge=1)

@@ -55,7 +55,7 @@ def writer(rows: Rows, cached_items: int) -> PartitionWriter:
 
 async def test_streams_load_from_their_rows_and_leave_only_after_a_checkpoint() -> None:
     rows = Rows({"o/a": stream("o/a", 2), "o/b": stream("o/b", 2)})
-    w = writer(rows, cached_items=3)
+    w = writer(rows, cached_items=5)
 
     await w._load({"o/a"})
     await w._load({"o/b", "o/new"})
@@ -68,8 +68,8 @@ async def test_streams_load_from_their_rows_and_leave_only_after_a_checkpoint() 
     w.dirty.add("o/new")
     assert len(w.states) == 3
 
-    # The checkpoint saves the changed stream, then the oldest streams leave until the
-    # items fit (5 > 3: o/a goes, and 3 remain).
+    # The checkpoint saves the changed stream, then the oldest streams leave until they
+    # fit (each counts its items plus one: 3 + 3 + 2 > 5, so o/a goes and 5 remain).
     w.events_since_checkpoint = 1
     await w._maybe_checkpoint()
     assert rows.rows["o/new"].seq == 1 and w.dirty == set()

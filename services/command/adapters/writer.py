@@ -110,12 +110,13 @@ class PartitionWriter:
 
     def _evict(self) -> None:
         """Drop the least recently used streams (all saved) while the cache holds more
-        items than its budget; the most recent stream always stays."""
-        held = sum(len(state.items) for state in self.states.values())
+        than its budget (a stream counts its items plus one, so empty states count too);
+        the most recent stream always stays."""
+        held = sum(len(state.items) + 1 for state in self.states.values())
         for stream_id in list(self.states)[:-1]:
             if held <= self._cached_items:
                 break
-            held -= len(self.states.pop(stream_id).items)
+            held -= len(self.states.pop(stream_id).items) + 1
 
     async def _load(self, stream_ids: set[str]) -> None:
         """Bring the batch's streams into the cache, as the most recently used."""
