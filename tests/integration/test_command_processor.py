@@ -1,6 +1,11 @@
-"""The command consumer keeps its group membership through a restore that outlasts the
-session timeout: the restore runs beside the consumer (its partitions paused), not in
-the rebalance callback, during which aiokafka sends no heartbeats."""
+"""The command consumer against the real broker, with stand-in writers:
+- it keeps its group membership through a restore that outlasts the session timeout (the
+  restore runs beside the consumer, its partitions paused, not in the rebalance callback,
+  during which aiokafka sends no heartbeats);
+- commands that arrive while a partition's transaction is in flight all go into its next
+  one (group commit);
+- a failed transaction gets a freshly restored writer, which reads the commands again from
+  the committed offset."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
@@ -107,3 +113,136 @@ async def _ready(processor: CommandProcessor, partitions: int) -> bool:
 
 async def _seen(log: dict[str, Any], marker: str) -> bool:
     return any(marker.encode() in (value or b"") for value in log["seen"])
+
+
+class GatedWriter:
+    """A writer whose first batch waits for the test's signal; it logs its batches."""
+
+    def __init__(self, partition: int, log: dict[str, Any], gate: asyncio.Event) -> None:
+        self.partition, self._log, self._gate = partition, log, gate
+
+    async def start(self) -> None:
+        self._log["starts"].append(self.partition)
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        self._log["batches"].append((self.partition, [r.value for r in records]))
+        await self._gate.wait()
+        return Cleanup()
+
+    async def stop(self) -> None:
+        pass
+
+
+class FailingOnceWriter(GatedWriter):
+    """The first writer of its partition fails its first transaction, like a fenced or
+    timed-out producer; every writer after it succeeds."""
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        self._log["batches"].append((self.partition, [r.value for r in records]))
+        if not self._log["failed"]:
+            self._log["failed"] = True
+            raise KafkaError("the transaction failed")
+        return Cleanup()
+
+
+async def _processor(
+    stack_settings: dict[str, str], make: Any
+) -> tuple[CommandProcessor, asyncio.Task[None], asyncpg.Pool]:
+    group = f"test-processor-{uuid.uuid4().hex[:8]}"
+    await _commit_end_offsets(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], group)
+    pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
+    assert pool is not None
+    processor = CommandProcessor(
+        stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+        group,
+        pool,
+        None,  # type: ignore[arg-type]  # the stand-in writers never clean up keys
+        make,
+        max_batch=100,
+    )
+    run = asyncio.create_task(processor.run())
+    partitions = CommonSettings().partitions
+    await eventually(lambda: _ready(processor, partitions), deadline=60, what="every writer ready")
+    return processor, run, pool
+
+
+async def _stop(run: asyncio.Task[None], pool: asyncpg.Pool) -> None:
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await pool.close()
+
+
+def _commands(stream_id: str, markers: list[str]) -> list[CommandEnvelope]:
+    return [
+        CommandEnvelope(
+            command_id=m, type="RememberMemory", token="t", stream_id=stream_id, payload={}
+        )
+        for m in markers
+    ]
+
+
+async def test_commands_that_wait_for_a_transaction_all_go_into_the_next_one(
+    stack_settings: dict[str, str],
+) -> None:
+    log: dict[str, Any] = {"starts": [], "batches": []}
+    gate = asyncio.Event()
+    processor, run, pool = await _processor(stack_settings, lambda p: GatedWriter(p, log, gate))
+    try:
+        bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        first = f"first-{uuid.uuid4()}"
+        await send_commands(bootstrap, _commands(stream, [first]))
+        await eventually(lambda: _batches(log, partition, 1), deadline=30, what="the first batch")
+        # The first transaction is in flight: the next commands queue up behind it.
+        later = [f"later-{n}-{uuid.uuid4()}" for n in range(5)]
+        await send_commands(bootstrap, _commands(stream, later))
+        worker = processor.workers[partition]
+        await eventually(lambda: _queued(worker, 5), deadline=30, what="five commands queued")
+        gate.set()
+        await eventually(lambda: _batches(log, partition, 2), deadline=30, what="the next batch")
+        batches = [values for p, values in log["batches"] if p == partition]
+        assert [len(b) for b in batches] == [1, 5]
+        assert all(m.encode() in v for m, v in zip(later, batches[1], strict=True))
+    finally:
+        gate.set()
+        await _stop(run, pool)
+
+
+async def test_a_failed_transaction_gets_a_fresh_writer_that_reads_the_commands_again(
+    stack_settings: dict[str, str],
+) -> None:
+    log: dict[str, Any] = {"starts": [], "batches": [], "failed": False}
+    gate = asyncio.Event()
+    gate.set()
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: FailingOnceWriter(p, log, gate)
+    )
+    try:
+        partitions = CommonSettings().partitions
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, partitions)
+        marker = f"again-{uuid.uuid4()}"
+        await send_commands(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [marker]))
+        # Seen twice: by the writer whose transaction failed, then by its replacement,
+        # which restored (a second start) and read from the committed offset again.
+        await eventually(lambda: _seen_times(log, marker, 2), deadline=60, what="a second read")
+        assert log["starts"].count(partition) == 2
+        assert sorted(log["starts"]) == sorted([*range(partitions), partition])
+        assert processor.workers[partition].failed is None
+    finally:
+        await _stop(run, pool)
+
+
+async def _batches(log: dict[str, Any], partition: int, n: int) -> bool:
+    return sum(1 for p, _ in log["batches"] if p == partition) >= n
+
+
+async def _queued(worker: Any, n: int) -> bool:
+    return bool(worker.queued >= n)
+
+
+async def _seen_times(log: dict[str, Any], marker: str, n: int) -> bool:
+    seen = sum(1 for _, values in log["batches"] for v in values if marker.encode() in v)
+    return seen >= n

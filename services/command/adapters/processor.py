@@ -89,6 +89,11 @@ class PartitionWorker:
         self._task = asyncio.create_task(self._run(), name=f"command-partition-{tp.partition}")
 
     @property
+    def queued(self) -> int:
+        """Commands fetched and waiting for the next transaction."""
+        return len(self._queue)
+
+    @property
     def failed(self) -> BaseException | None:
         if self._task.done() and not self._task.cancelled():
             return self._task.exception()
