@@ -147,53 +147,43 @@ async def recall(
     req: RecallRequest,
     settings: RecallSettings,
 ) -> RecallResponse:
-    async with store.session(p):
-        return await _recall(store, embedder, p, req, settings)
-
-
-async def _recall(
-    store: RecallStore,
-    embedder: QueryEmbedder | None,
-    p: Principal,
-    req: RecallRequest,
-    settings: RecallSettings,
-) -> RecallResponse:
-    gen, org = await store.opening(p)
-    generation = generation_text(gen)
-    policy = req.policy or org.policy
-    if not req.use_memory:  # memory off: nothing supplied, nothing recorded
+    async with store.session(p):  # one transaction for every read and the context
+        gen, org = await store.opening(p)
+        generation = generation_text(gen)
+        policy = req.policy or org.policy
+        if not req.use_memory:  # memory off: nothing supplied, nothing recorded
+            return RecallResponse(
+                context_id=None, generation=generation, policy=policy, items=[], packet=""
+            )
+        entries, chars, stop = await rank(store, embedder, p, req, org, settings)
+        packet = build_packet(entries, chars, stop_at_first_misfit=stop)
+        items = [
+            RecalledItem(
+                id=e.item.item_id,
+                revision=e.item.revision,
+                scope=e.item.scope,
+                kind=e.item.kind,
+                why=e.why,
+                score=round(e.score, 6),
+            )
+            for e in packet.entries
+        ]
+        context_id = await store.save_context(
+            p,
+            req.run_id,
+            req.query,
+            policy,
+            generation,
+            [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
+        )
         return RecallResponse(
-            context_id=None, generation=generation, policy=policy, items=[], packet=""
+            context_id=context_id,
+            generation=generation,
+            policy=policy,
+            items=items,
+            packet=packet.text,
+            omitted=packet.omitted,
         )
-    entries, chars, stop = await rank(store, embedder, p, req, org, settings)
-    packet = build_packet(entries, chars, stop_at_first_misfit=stop)
-    items = [
-        RecalledItem(
-            id=e.item.item_id,
-            revision=e.item.revision,
-            scope=e.item.scope,
-            kind=e.item.kind,
-            why=e.why,
-            score=round(e.score, 6),
-        )
-        for e in packet.entries
-    ]
-    context_id = await store.save_context(
-        p,
-        req.run_id,
-        req.query,
-        policy,
-        generation,
-        [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
-    )
-    return RecallResponse(
-        context_id=context_id,
-        generation=generation,
-        policy=policy,
-        items=items,
-        packet=packet.text,
-        omitted=packet.omitted,
-    )
 
 
 async def search(

@@ -149,8 +149,7 @@ class PartitionWorker:
         self.writer = self._processor.make_writer(self.tp.partition)
         await self.writer.start()
         committed = await self._kafka.committed(self.tp)
-        self._kafka.seek(self.tp, committed or 0)
-        self._queue.clear()
+        self._kafka.seek(self.tp, committed or 0)  # put() dropped what came meanwhile
         self._recovering = self._paused = False
         if not self._closing:
             self._kafka.resume(self.tp)
