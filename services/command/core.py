@@ -186,6 +186,12 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
         return [_copy_revision(item, before, "undone")]
     if what == "pinned":
         return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]
+    if item.status == "candidate":  # only a person's confirm makes a candidate a memory
+        raise Conflict(
+            f"memory {item.item_id} is a candidate: confirm or dismiss it",
+            item_id=item.item_id,
+            status=item.status,
+        )
     return [_status_change(item, before)]
 
 

@@ -138,6 +138,18 @@ def test_only_a_person_confirms_and_a_candidate_can_be_dismissed() -> None:
         run(state, c.DismissCandidate(item_id=item))
 
 
+def test_undo_takes_a_confirm_back_but_never_makes_a_candidate_active() -> None:
+    # Found by the property test: undoing the undo of a confirm activated a candidate
+    # without a confirm, and an agent could send that undo.
+    state = StreamState("s")
+    item = remembered(state, candidate=True)
+    run(state, c.ConfirmCandidate(item_id=item))
+    [undone] = run(state, c.UndoChange(item_id=item, base_revision=2))
+    assert isinstance(undone, MemoryStatusChanged) and undone.status == "candidate"
+    with pytest.raises(Conflict, match="confirm or dismiss it"):
+        run(state, c.UndoChange(item_id=item, base_revision=3), make_context(is_agent=True))
+
+
 def test_an_inference_never_replaces_a_confirmed_fact() -> None:
     state = StreamState("s")
     item = remembered(state, "The budget is 1500 EUR.", key="budget")
