@@ -35,7 +35,7 @@ from aiokafka.errors import KafkaError
 from contracts import topics
 from engram.auth import dev_secret, mint_token
 from engram.crypto import MasterKey, load_master_key
-from engram.embeddings.providers import LocalProvider
+from engram.embeddings.providers import LOCAL_MODEL, LocalProvider
 from engram.keystore import KeyStore
 from engram.settings import CommonSettings
 from services.indexer.adapters.follower import PreparingFollower
@@ -247,7 +247,7 @@ async def main() -> None:
     results: dict[str, Any] = {
         "machine": f"{os.cpu_count()} cores",
         "when": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-        "model": "all-MiniLM-L6-v2-onnx-int8 (onnxruntime, CPU, 256 tokens max)",
+        "model": f"{LOCAL_MODEL} (onnxruntime, CPU, 256 tokens max)",
         "local_model": [],
     }
     for batch in (1, 16, 64):

@@ -180,9 +180,13 @@ class Precomputed:
     def model(self) -> str:
         return MODEL
 
+    @property
+    def max_distance(self) -> float:
+        return 0.4  # the seeds' default, which the clustered space was drawn for
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         if self._model is not None:
-            await self._model.embed(texts)
+            await self._model.embed_queries(texts)
         return [self._vectors[t] for t in texts]
 
 

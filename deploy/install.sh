@@ -30,3 +30,5 @@ fi
 echo "• installing Engram and its dependencies into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev,embeddings]"
+echo "• fetching the local embedding model (first run only)"
+.venv/bin/engram fetch-model

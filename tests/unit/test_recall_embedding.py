@@ -75,7 +75,7 @@ class FullTextStore:
 
 
 class FailingEmbedder:
-    model = "test-model@3"
+    model, max_distance = "test-model@3", 0.4
 
     def __init__(self, error: ProviderError) -> None:
         self.error, self.calls = error, 0
@@ -88,17 +88,20 @@ class FailingEmbedder:
 class CountingProvider:
     """A provider whose vector encodes the text's length; it records every call."""
 
-    model, dimensions = "counting", 3
+    model, dimensions, max_distance = "counting", 3, 0.4
 
     def __init__(self, fail_first: bool = False) -> None:
         self.calls: list[list[str]] = []
         self.fail_first = fail_first
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         self.calls.append(list(texts))
         if self.fail_first and len(self.calls) == 1:
             raise TransientEmbeddingError("HTTP 503")
         return [[float(len(t)), 0.5, 0.25] for t in texts]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("recall embeds queries, never memories")
 
 
 def recall_app(store: FullTextStore, embedder: FailingEmbedder) -> FastAPI:

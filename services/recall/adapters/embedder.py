@@ -31,11 +31,15 @@ class CachedEmbedder:
     def model(self) -> str:
         return self._provider.model
 
+    @property
+    def max_distance(self) -> float:
+        return self._provider.max_distance
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         found = {t: v for t in texts if (v := self._lookup(t)) is not None}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:  # one provider call for all of them: one request, one budget unit
-            vectors = await self._provider.embed(missing)
+            vectors = await self._provider.embed_queries(missing)
             for text, vector in zip(missing, vectors, strict=True):
                 found[text] = self._keep(text, vector)
         return [found[t].tolist() for t in texts]
