@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import time
 import uuid
 from collections import Counter
@@ -334,3 +335,42 @@ async def test_the_cli_entry_point_re_embeds_with_the_configured_model_or_says_o
     assert await vectors(pool, org) == {(item, LOCAL_MODEL): 1}
     monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "off")
     assert await run_reindex(org) is None
+
+
+@pytest.mark.parametrize("count", [40, 1200])
+async def test_nearest_is_exact_below_a_thousand_vectors_and_through_the_graph_above(
+    pool: asyncpg.Pool, org: str, count: int
+) -> None:
+    """Both ways of searching (every vector of a small set, the HNSW graph for a larger
+    one) return the true nearest items, nearest first, within the cut."""
+    model = HashProvider(f"hash-{uuid.uuid4().hex[:6]}", dimensions=8)
+    store = VectorStore(pool)
+    await store.ensure_model(model.model, model.dimensions)
+    ids = [f"{org}-{i}" for i in range(count)]
+    await pool.executemany(
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "content_length, revision, created_by, created_at, updated_at) VALUES "
+        "($1, $2, 'shared', $2 || '/shared', 'fact', 'active', $1, 1, 1, '{}', now(), now())",
+        [(i, org) for i in ids],
+    )
+    rows = [VectorRow(i, 1, model.model, model.vector(i), org, "shared") for i in ids]
+    assert (await store.write_vectors(rows)).written == count
+    try:
+        for probe in ids[:5]:
+            query = model.vector(probe)
+            exact = sorted(ids, key=lambda i: (cosine(model.vector(i), query), i))[:5]
+            hits = await store.nearest(org, ["shared"], model.model, query, 2.0, 5)
+            assert [h[0] for h in hits] == exact
+            # Halfway between the third and the fourth (the database computes in float4).
+            cut = (
+                cosine(model.vector(exact[2]), query) + cosine(model.vector(exact[3]), query)
+            ) / 2
+            within = await store.nearest(org, ["shared"], model.model, query, cut, 5)
+            assert [h[0] for h in within] == exact[:3]
+    finally:
+        await pool.execute("DELETE FROM indexer.vectors WHERE model = $1", model.model)
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return 1.0 - sum(x * y for x, y in zip(a, b, strict=True)) / norm

@@ -1,9 +1,9 @@
 -- indexer.nearest, searching a small set exactly. When the principal's scopes hold
 -- fewer than 1,000 vectors of the model, ranking all of them costs about a millisecond,
--- less than a filtered walk of a large graph, and it cannot miss: an HNSW graph that
--- has seen many deletes (before VACUUM repairs it) can leave a new vector unreachable,
--- and tests and small deployments churn a small graph exactly like that. Larger sets
--- go through the graph as before (see 003_nearest_first.sql).
+-- less than a filtered walk of a large graph, and it cannot miss: a small HNSW graph
+-- churned by many inserts and deletes (test runs did it) had left a new vector
+-- unreachable, and only a REINDEX brought it back. Larger sets go through the graph
+-- as before (see 003_nearest_first.sql).
 CREATE OR REPLACE FUNCTION indexer.nearest(
     p_org text, p_scopes text[], p_model text, p_query vector,
     p_max_distance double precision, p_limit integer)
