@@ -184,7 +184,7 @@ class Precomputed:
     def max_distance(self) -> float:
         return 0.4  # the seeds' default, which the clustered space was drawn for
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         if self._model is not None:
             await self._model.embed_queries(texts)
         return [self._vectors[t] for t in texts]

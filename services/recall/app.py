@@ -44,6 +44,10 @@ def create_app(
                 app.state.verifier, app.state.pool = TokenVerifier(common), pool
                 app.state.embedder = embedder
                 log.info("recall_started", port=settings.port, model=_model(app))
+                if embedder is not None:
+                    _check_cut(
+                        settings.semantic_max_distance, embedder.model, embedder.max_distance
+                    )
                 yield
         finally:
             await pool.close()
@@ -61,6 +65,19 @@ def create_app(
     install_health(app, ready)
     app.include_router(router)
     return app
+
+
+def _check_cut(configured: float | None, model: str, own: float) -> None:
+    """A cut far above the model's own lets nearly every vector match: a value chosen for
+    another model (MiniLM suited 0.5-0.65; e5's unrelated text starts near 0.2)."""
+    if configured is not None and configured > 1.5 * own:
+        log.warning(
+            "semantic_cut_far_above_model",
+            configured=configured,
+            model=model,
+            model_cut=own,
+            hint="unset MEMORY_SEMANTIC_MAX_DISTANCE to use the model's own cut",
+        )
 
 
 async def _migrate(database_url: str) -> None:

@@ -35,7 +35,7 @@ class QueryEmbedder(Protocol):
     def max_distance(self) -> float:
         """The model's own cut, when MEMORY_SEMANTIC_MAX_DISTANCE is not set."""
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of queries (the model's query form)."""
 
 
@@ -55,7 +55,7 @@ async def matches(
     full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
     the nearest vectors of the current revisions.
 
-    The vector list (embedding the query, then the graph search) runs concurrently with
+    The vector list (embedding the query, then the nearest-vector search) runs beside
     the full-text search, in a second transaction for the same principal."""
     limit = depth(settings, top)
     vectors: asyncio.Task[list[Candidate] | None] | None = None
@@ -103,7 +103,7 @@ async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | Non
     """The query's embedding, or None when the provider fails (budget used up, endpoint
     down): recall then answers from full text alone rather than not at all."""
     try:
-        [vector] = await embedder.embed([query])
+        [vector] = await embedder.embed_queries([query])
     except ProviderError as exc:
         log.warning(
             "query_embedding_failed", model=embedder.model, error=f"{type(exc).__name__}: {exc}"

@@ -280,17 +280,30 @@ async def test_nearest_finds_by_meaning_within_org_scopes_current_revision_and_a
 
 async def test_each_model_gets_a_partial_hnsw_cosine_index(pool: asyncpg.Pool) -> None:
     model = HashProvider(f"hash-{uuid.uuid4().hex[:6]}", dimensions=5)
-    await VectorStore(pool).ensure_model(model.model, model.dimensions)
-    await VectorStore(pool).ensure_model(model.model, model.dimensions)  # idempotent
+    try:
+        await VectorStore(pool).ensure_model(model.model, model.dimensions)
+        await VectorStore(pool).ensure_model(model.model, model.dimensions)  # idempotent
+        index = await pool.fetchval(
+            "SELECT indexdef FROM pg_indexes i JOIN indexer.models m "
+            "ON m.index_name = i.indexname WHERE m.model = $1",
+            model.model,
+        )
+        assert "USING hnsw" in index and "vector_cosine_ops" in index
+        assert "vector(5)" in index and model.model in index
+        with pytest.raises(ModelMismatchError, match="dimensions"):
+            await VectorStore(pool).ensure_model(model.model, 6)
+    finally:
+        await drop_model(pool, model.model)
+
+
+async def drop_model(pool: asyncpg.Pool, model: str) -> None:
+    """A test model leaves nothing behind: its vectors, its row and its HNSW index."""
+    await pool.execute("DELETE FROM indexer.vectors WHERE model = $1", model)
     index = await pool.fetchval(
-        "SELECT indexdef FROM pg_indexes i JOIN indexer.models m ON m.index_name = i.indexname "
-        "WHERE m.model = $1",
-        model.model,
+        "DELETE FROM indexer.models WHERE model = $1 RETURNING index_name", model
     )
-    assert "USING hnsw" in index and "vector_cosine_ops" in index
-    assert "vector(5)" in index and model.model in index
-    with pytest.raises(ModelMismatchError, match="dimensions"):
-        await VectorStore(pool).ensure_model(model.model, 6)
+    if index:
+        await pool.execute(f'DROP INDEX IF EXISTS indexer."{index}"')
 
 
 # -- model change ------------------------------------------------------------------------------
@@ -341,8 +354,9 @@ async def test_the_cli_entry_point_re_embeds_with_the_configured_model_or_says_o
 async def test_nearest_is_exact_below_a_thousand_vectors_and_through_the_graph_above(
     pool: asyncpg.Pool, org: str, count: int
 ) -> None:
-    """Both ways of searching (every vector of a small set, the HNSW graph for a larger
-    one) return the true nearest items, nearest first, within the cut."""
+    """Both ways of searching return the nearest items, nearest first, within the cut:
+    every vector of a small set ranked exactly, and the HNSW graph for a larger one (an
+    approximate search: at least four of the true five)."""
     model = HashProvider(f"hash-{uuid.uuid4().hex[:6]}", dimensions=8)
     store = VectorStore(pool)
     await store.ensure_model(model.model, model.dimensions)
@@ -360,15 +374,21 @@ async def test_nearest_is_exact_below_a_thousand_vectors_and_through_the_graph_a
             query = model.vector(probe)
             exact = sorted(ids, key=lambda i: (cosine(model.vector(i), query), i))[:5]
             hits = await store.nearest(org, ["shared"], model.model, query, 2.0, 5)
-            assert [h[0] for h in hits] == exact
+            found = [h[0] for h in hits]
+            assert [h[1] for h in hits] == sorted(h[1] for h in hits)  # nearest first
+            if count < 1000:
+                assert found == exact
+            else:
+                assert found[0] == probe and len(set(found) & set(exact)) >= 4
             # Halfway between the third and the fourth (the database computes in float4).
             cut = (
                 cosine(model.vector(exact[2]), query) + cosine(model.vector(exact[3]), query)
             ) / 2
             within = await store.nearest(org, ["shared"], model.model, query, cut, 5)
-            assert [h[0] for h in within] == exact[:3]
+            assert set(h[0] for h in within) <= set(exact[:3])
+            assert len(within) == 3 if count < 1000 else len(within) >= 2
     finally:
-        await pool.execute("DELETE FROM indexer.vectors WHERE model = $1", model.model)
+        await drop_model(pool, model.model)
 
 
 def cosine(a: list[float], b: list[float]) -> float:

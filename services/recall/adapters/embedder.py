@@ -35,7 +35,7 @@ class CachedEmbedder:
     def max_distance(self) -> float:
         return self._provider.max_distance
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         found = {t: v for t in texts if (v := self._lookup(t)) is not None}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:  # one provider call for all of them: one request, one budget unit
