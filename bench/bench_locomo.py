@@ -206,6 +206,8 @@ async def main(args: argparse.Namespace) -> None:
         m: defaultdict(lambda: defaultdict(list)) for m in [*modes, "bm25"]
     }
     async with httpx.AsyncClient(timeout=60) as http:
+        # The model recall embeds queries with (None: embeddings off), from its health.
+        model = (await http.get(f"{RECALL}/health")).json().get("model")
         for sample, (_, token, by_item) in zip(data, stored, strict=True):
             texts = turns(sample["conversation"])
             bm25 = BM25([t for _, t in texts])
@@ -227,8 +229,10 @@ async def main(args: argparse.Namespace) -> None:
         "when": time.strftime("%F %T"),
         "turns": total,
         "questions": sum(len(s["qa"]) for s in data),
-        "ingest_seconds": round(ingest, 1),
+        "run": run,
+        "ingest_seconds": round(ingest, 1),  # about 0 when --run reused stored memories
         "vectors": vectors,
+        "model": model,
         "recall": {m: summarise(s) for m, s in scores.items()},
     }
     for mode, table in results["recall"].items():  # type: ignore[union-attr]
