@@ -163,18 +163,23 @@ def reindex(
 
     Resumable: a pass stopped by the budget or a failing endpoint goes on where it stopped."""
     # Imported here: the indexer's code (and the model) only when this command runs.
+    from engram.embeddings.errors import ModelUnavailableError
     from services.indexer.reindex import run_reindex
 
     configure_logging("reindex", "WARNING")  # the bar shows progress; warnings say why it stops
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task("re-embedding", total=None)
+    try:
+        with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
+            task = bar.add_task("re-embedding", total=None)
 
-        def show(state: ReindexProgress) -> None:
-            done = state.embedded + state.dropped
-            bar.update(task, description=state.model, total=state.total, completed=done)
+            def show(state: ReindexProgress) -> None:
+                done = state.embedded + state.dropped
+                bar.update(task, description=state.model, total=state.total, completed=done)
 
-        result = asyncio.run(run_reindex(org=org, progress=show))
+            result = asyncio.run(run_reindex(org=org, progress=show))
+    except ModelUnavailableError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
     raise typer.Exit(_reindex_summary(result))
 
 

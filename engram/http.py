@@ -113,9 +113,22 @@ def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]])
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+class StartupRefused(Exception):
+    """A service cannot start, for a reason its operator can fix (a model not fetched)."""
+
+
+def serve(app: FastAPI, host: str, port: int, preflight: Callable[[], None] | None = None) -> None:
     """Run a service: uvicorn with its C HTTP parser, on uvloop (asyncpg and the event
-    loop's own work cost noticeably less there than on the default loop)."""
+    loop's own work cost noticeably less there than on the default loop).
+
+    ``preflight`` runs first; a ``StartupRefused`` from it is logged as one line with
+    what to do, and the process exits with status 1 (uvicorn would print a traceback)."""
+    if preflight is not None:
+        try:
+            preflight()
+        except StartupRefused as exc:
+            get_logger("engram.http").error("startup_refused", error=str(exc))
+            raise SystemExit(1) from None
     config = uvicorn.Config(
         app,
         host=host,

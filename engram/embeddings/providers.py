@@ -31,6 +31,7 @@ from engram.embeddings.errors import (
 from engram.embeddings.local_model import LOCAL, LocalModel, model_files
 from engram.embeddings.retry import backoff, retry_after_seconds
 from engram.embeddings.settings import EmbeddingSettings, ProviderTuning
+from engram.http import StartupRefused
 
 LOCAL_MODEL = LOCAL.name
 LOCAL_DIMENSIONS = LOCAL.dimensions
@@ -228,6 +229,16 @@ class OpenAIProvider:
         if any(len(v) != self.dimensions for v in vectors):
             raise EmbeddingError(f"the endpoint's vectors are not {self.dimensions}-dimensional")
         return vectors
+
+
+def preflight(embedding: EmbeddingSettings) -> None:
+    """What a service that embeds checks before it starts: the local model is fetched and
+    intact (the error says to run ``engram fetch-model``)."""
+    if embedding.effective_provider == "local":
+        try:
+            model_files()
+        except ModelUnavailableError as exc:
+            raise StartupRefused(str(exc)) from exc
 
 
 @asynccontextmanager

@@ -15,9 +15,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
+from structlog.testing import capture_logs
 
 from engram.embeddings.errors import ModelUnavailableError
 from engram.embeddings.local_model import LOCAL, LocalModel, fetch, model_files
+from engram.embeddings.providers import preflight
+from engram.embeddings.settings import EmbeddingSettings
+from engram.http import StartupRefused, serve
 
 ONNX, TOKENIZER = b"not really an onnx graph", b'{"model": "stand-in"}'
 SPEC = replace(
@@ -141,3 +146,17 @@ def test_a_folder_that_cannot_be_written_is_a_clear_error(
     blocked.write_text("not a folder")
     with pytest.raises(ModelUnavailableError, match="cannot write the model"):
         fetch(SPEC, blocked, url)
+
+
+def test_a_service_refuses_to_start_without_the_model_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGRAM_MODELS_DIR", str(tmp_path))
+    local = EmbeddingSettings.model_validate({"MEMORY_EMBEDDING_PROVIDER": "local"})
+    with pytest.raises(StartupRefused, match="engram fetch-model"):
+        preflight(local)
+    preflight(EmbeddingSettings())  # embeddings off: nothing to check
+    with capture_logs() as logs, pytest.raises(SystemExit) as stopped:
+        serve(FastAPI(), "127.0.0.1", 0, preflight=lambda: preflight(local))
+    assert stopped.value.code == 1
+    assert [entry["event"] for entry in logs] == ["startup_refused"]
