@@ -64,13 +64,20 @@ class TrackedFollower:
         handle: BatchHandler,
         max_batch: int = 1000,
         parallel: bool = False,
+        gather_ms: int = 0,
     ) -> None:
         """``parallel``: apply the partitions of one fetch concurrently, each in its own
         transaction; only for a handler whose writes never share rows across partitions
-        (and the pool needs a connection per partition, plus what the handler takes)."""
+        (and the pool needs a connection per partition, plus what the handler takes).
+
+        ``gather_ms``: let the broker hold each fetch until a megabyte has gathered or this
+        long has passed (0: answer as soon as anything arrives). For a follower nobody
+        waits on: under a light load it wakes a few times a second instead of for every
+        transaction, which saves the broker and itself several milliseconds of CPU each."""
         self.lock = asyncio.Lock()
         self.topic = topic
-        self.consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
+        gather = {"fetch_min_bytes": 1 << 20, "fetch_max_wait_ms": gather_ms} if gather_ms else {}
+        self.consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch, **gather)
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
         self._pool = pool
         self._table = offsets_table

@@ -116,4 +116,5 @@ def _follower(
         service="extractor",
         handle=handle,
         max_batch=batch,
+        gather_ms=settings.fetch_gather_ms,
     )

@@ -112,6 +112,7 @@ def _follower(
         offsets_table="indexer.offsets",
         service="indexer",
         max_batch=settings.max_batch,
+        gather_ms=settings.fetch_gather_ms,
     )
 
 
