@@ -100,15 +100,20 @@ class VisibilityWatch:
         return future
 
     async def _poll(self) -> None:
-        while True:
-            if self._pending:
-                rows = await self._pool.fetch(
-                    "SELECT item_id FROM memory.items WHERE item_id = ANY($1)", list(self._pending)
-                )
-                now = time.monotonic()
-                for row in rows:
-                    self._pending.pop(row["item_id"]).set_result(now)
-            await asyncio.sleep(0.002)
+        # One connection held for the whole watch: a pool's acquire and release would add
+        # asyncpg's reset statement to every poll (measured: the polls were about 15% of
+        # Postgres's statement time at one writer, half of it those resets).
+        async with self._pool.acquire() as conn:
+            while True:
+                if self._pending:
+                    rows = await conn.fetch(
+                        "SELECT item_id FROM memory.items WHERE item_id = ANY($1)",
+                        list(self._pending),
+                    )
+                    now = time.monotonic()
+                    for row in rows:
+                        self._pending.pop(row["item_id"]).set_result(now)
+                await asyncio.sleep(0.002)
 
     def close(self) -> None:
         self._task.cancel()
