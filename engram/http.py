@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.logging import get_logger
+from engram.service import StartupRefused
 
 PROBLEM = "application/problem+json"
 log = get_logger(__name__)
@@ -111,10 +112,6 @@ def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]])
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
-
-
-class StartupRefused(Exception):
-    """A service cannot start, for a reason its operator can fix (a model not fetched)."""
 
 
 def serve(app: FastAPI, host: str, port: int, preflight: Callable[[], None] | None = None) -> None:

@@ -19,6 +19,10 @@ from engram.logging import get_logger
 log = get_logger(__name__)
 
 
+class StartupRefused(Exception):
+    """A service cannot start, for a reason its operator can fix (a model not fetched)."""
+
+
 def supervise(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
     task = asyncio.create_task(coro, name=name)
     task.add_done_callback(_on_done)

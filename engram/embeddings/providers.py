@@ -31,7 +31,7 @@ from engram.embeddings.errors import (
 from engram.embeddings.local_model import LOCAL, LocalModel, model_files
 from engram.embeddings.retry import backoff, retry_after_seconds
 from engram.embeddings.settings import EmbeddingSettings, ProviderTuning
-from engram.http import StartupRefused
+from engram.service import StartupRefused
 
 LOCAL_MODEL = LOCAL.name
 LOCAL_DIMENSIONS = LOCAL.dimensions

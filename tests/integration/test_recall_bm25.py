@@ -1,5 +1,6 @@
-"""The BM25 term index (projector 003_terms.sql, recall 006_bm25.sql): kept by the items
-table's trigger through every change, ranked by word rarity, and emptied by a forget."""
+"""The BM25 term index (projector 003_terms.sql and 005_term_deltas.sql, recall
+007_bm25_deltas.sql): kept by the items table's trigger through every change, ranked by
+word rarity, and emptied by a forget."""
 
 from __future__ import annotations
 

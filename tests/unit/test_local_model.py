@@ -22,7 +22,8 @@ from engram.embeddings.errors import ModelUnavailableError
 from engram.embeddings.local_model import LOCAL, LocalModel, fetch, model_files
 from engram.embeddings.providers import preflight
 from engram.embeddings.settings import EmbeddingSettings
-from engram.http import StartupRefused, serve
+from engram.http import serve
+from engram.service import StartupRefused
 
 ONNX, TOKENIZER = b"not really an onnx graph", b'{"model": "stand-in"}'
 SPEC = replace(

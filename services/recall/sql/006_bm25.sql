@@ -3,8 +3,7 @@
 --   1. each query word reads at most 100 postings per stream, the strongest first
 --      (a rare word's list is complete; a common word's holds its best items);
 --   2. the items found are ranked by the BM25 of the lists they appeared in;
---   3. the best of those (twice the limit) are scored exactly, with every query word
---      (at most its 32 rarest words, which bounds what a long query costs).
+--   3. the best of those (twice the limit) are scored exactly, with every query word.
 -- Like recall.full_text it runs as its owner and applies the row-level rule itself
 -- from the transaction's principal.
 CREATE FUNCTION recall.bm25(p_query text, p_limit integer)
@@ -22,31 +21,19 @@ BEGIN
     ), words AS (
         SELECT array_agg(DISTINCT l) AS lexemes
         FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS l
-    ), counts AS (  -- the folded counts, and the deltas of a batch not folded yet
-        SELECT c.lexeme, c.docs, c.length
-        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id, words w
-        WHERE c.lexeme = ANY (array_prepend('', w.lexemes))
-        UNION ALL
-        SELECT d.lexeme, d.docs, d.length
-        FROM memory.term_deltas d JOIN streams s ON s.stream_id = d.stream_id, words w
-        WHERE d.lexeme = ANY (array_prepend('', w.lexemes))
     ), totals AS (
         SELECT sum(c.docs)::double precision AS n,
                sum(c.length)::double precision / nullif(sum(c.docs), 0) AS avgdl
-        FROM counts c
+        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id
         WHERE c.lexeme = ''
     ), idf AS (
         SELECT c.lexeme,
                ln(1 + (t.n - sum(c.docs) + 0.5) / (sum(c.docs) + 0.5)) AS idf
-        FROM counts c, totals t
-        WHERE c.lexeme <> ''
+        FROM memory.term_counts c JOIN streams s ON s.stream_id = c.stream_id, words w,
+             totals t
+        WHERE c.lexeme = ANY (w.lexemes) AND c.docs > 0
         GROUP BY c.lexeme, t.n
-        HAVING sum(c.docs) > 0
-        ORDER BY 2 DESC
-        LIMIT 32  -- a long query: its 32 rarest words, so the cost stays bounded
-    ), chosen AS MATERIALIZED (  -- the words and their IDFs, in step
-        SELECT array_agg(idf.lexeme) AS lexemes, array_agg(idf.idf) AS idfs FROM idf
-    ), found AS MATERIALIZED (  -- computed once, then probed item by item
+    ), found AS (
         SELECT strongest.item_id
         FROM idf, streams s, totals t, LATERAL (
             SELECT p.item_id, p.tf, p.dl FROM memory.terms p
@@ -57,13 +44,10 @@ BEGIN
         ORDER BY sum(idf.idf * memory.bm25_weight(strongest.tf, strongest.dl, t.avgdl)) DESC
         LIMIT p_limit * 2
     ), scored AS (
-        -- One index scan per item for all the words (no join on the words, which made
-        -- the planner probe each item once per word).
-        SELECT p.item_id,
-               sum(w.idfs[array_position(w.lexemes, p.lexeme)]
-                   * memory.bm25_weight(p.tf, p.dl, t.avgdl)) AS score
-        FROM found f CROSS JOIN chosen w CROSS JOIN totals t
+        SELECT p.item_id, sum(idf.idf * memory.bm25_weight(p.tf, p.dl, t.avgdl)) AS score
+        FROM found f CROSS JOIN words w
         JOIN memory.terms p ON p.item_id = f.item_id AND p.lexeme = ANY (w.lexemes)
+        JOIN idf ON idf.lexeme = p.lexeme, totals t
         GROUP BY p.item_id
         ORDER BY score DESC
         LIMIT p_limit + 10  -- room for items that expired since they were indexed

@@ -3,7 +3,7 @@
 SELECT * FROM recall.full_text($1, $2)
 
 -- name: bm25
--- BM25 over the term index (see 006_bm25.sql); the principal as above.
+-- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
 SELECT * FROM recall.bm25($1, $2)
 
 -- name: pinned
