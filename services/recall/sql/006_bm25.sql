@@ -3,7 +3,8 @@
 --   1. each query word reads at most 100 postings per stream, the strongest first
 --      (a rare word's list is complete; a common word's holds its best items);
 --   2. the items found are ranked by the BM25 of the lists they appeared in;
---   3. the best of those (twice the limit) are scored exactly, with every query word.
+--   3. the best of those (twice the limit) are scored exactly, with every query word
+--      (at most its 32 rarest words, which bounds what a long query costs).
 -- Like recall.full_text it runs as its owner and applies the row-level rule itself
 -- from the transaction's principal.
 CREATE FUNCTION recall.bm25(p_query text, p_limit integer)
@@ -33,6 +34,10 @@ BEGIN
              totals t
         WHERE c.lexeme = ANY (w.lexemes) AND c.docs > 0
         GROUP BY c.lexeme, t.n
+        ORDER BY 2 DESC
+        LIMIT 32  -- a long query: its 32 rarest words, so the cost stays bounded
+    ), chosen AS (
+        SELECT array_agg(idf.lexeme) AS lexemes FROM idf
     ), found AS (
         SELECT strongest.item_id
         FROM idf, streams s, totals t, LATERAL (
@@ -45,7 +50,7 @@ BEGIN
         LIMIT p_limit * 2
     ), scored AS (
         SELECT p.item_id, sum(idf.idf * memory.bm25_weight(p.tf, p.dl, t.avgdl)) AS score
-        FROM found f CROSS JOIN words w
+        FROM found f CROSS JOIN chosen w
         JOIN memory.terms p ON p.item_id = f.item_id AND p.lexeme = ANY (w.lexemes)
         JOIN idf ON idf.lexeme = p.lexeme, totals t
         GROUP BY p.item_id
