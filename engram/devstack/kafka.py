@@ -49,6 +49,7 @@ JAVA_MIN_MAJOR = 17
 JAVA_HINT = "Java 17+ is required to run Kafka: install openjdk-17-jre-headless"
 MAVEN_HINT = "Maven is required to fetch the Kafka broker jars (first run only): install maven"
 DEFAULT_HEAP_OPTS = "-Xms256m -Xmx768m"
+DEFAULT_JVM_OPTS = "-XX:+UseG1GC -XX:MaxGCPauseMillis=20"
 _RESOLVED_MARKER = ".resolved"
 _CMDLINE_MARKER = "kafka.Kafka"
 
@@ -223,11 +224,11 @@ def new_cluster_id() -> str:
 
 def java_base_argv(java: str, paths: StatePaths, log_level: str = "info") -> list[str]:
     heap = os.environ.get("ENGRAM_KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS).split()
+    jvm = os.environ.get("ENGRAM_KAFKA_JVM_OPTS", DEFAULT_JVM_OPTS).split()
     return [
         java,
         *heap,
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
+        *jvm,
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
         f"-Dengram.kafka.loglevel={log_level}",
