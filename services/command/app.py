@@ -69,8 +69,9 @@ def create_app(
             keystore,
             make_writer,
             settings.max_batch,
+            partitions,
         )
-        gateway = CommandGateway(common.kafka_bootstrap_servers)
+        gateway = CommandGateway(common.kafka_bootstrap_servers, processor.submit)
         await gateway.start()
         app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
         app.state.processor, app.state.keystore = processor, keystore

@@ -1,4 +1,4 @@
-"""HTTP routes of the command service: decode -> publish -> await the writer's reply."""
+"""HTTP routes of the command service: decode -> hand over or publish -> await the answer."""
 
 from __future__ import annotations
 
@@ -138,10 +138,15 @@ async def _submit(
         type=type_,
         token=bearer_token(request),
         stream_id=stream,
-        payload=await _sealed(app.keystore, principal.org, command, command_id, payload),
+        payload=payload,
     )
+
+    async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
+        text = await _sealed(app.keystore, principal.org, command, command_id, plain.payload)
+        return plain.model_copy(update={"payload": text})
+
     try:
-        reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds)
+        reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds, sealed)
     except ReplyTimeout as exc:
         raise ProblemError(
             504,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from contracts import topics
 from contracts.envelope import CommandEnvelope
+from engram.kafka import partition_count
 from tests.conftest import Caller, caller
 from tests.support import eventually, new_command_id, read_replies, send_commands
 
@@ -172,3 +176,59 @@ async def _count(http: httpx.AsyncClient, url: str, who: Caller, query: str,
                  n: int) -> list[str] | None:
     ids = await recalled_ids(http, url, who, query)
     return ids if len(ids) == n else None
+
+
+async def test_an_http_command_is_handed_over_in_process_not_through_kafka(
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
+    """One instance writes every partition here, so the gateway hands each command to
+    its writer: neither the command (its text included) nor its answer crosses Kafka,
+    only the events do. A repeat still gets the first answer."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    before = await _end_offsets(bootstrap, [topics.COMMANDS, topics.REPLIES])
+    ana, command_id = caller(), new_command_id()
+    headers = {**ana.headers, "Idempotency-Key": command_id}
+    async with httpx.AsyncClient(timeout=30) as http:
+        url = f"{services['command']}/v1/memories"
+        first = await http.post(url, headers=headers, json={"content": "Handed over: 7 apples"})
+        again = await http.post(url, headers=headers, json={"content": "Handed over: 7 apples"})
+    assert first.status_code == 201, first.text
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["item_id"] == first.json()["item_id"]
+    crossed = await _records_since(bootstrap, before)
+    assert not [v for v in crossed if command_id.encode() in v or b"7 apples" in v]
+
+
+async def _end_offsets(bootstrap: str, names: list[str]) -> dict[TopicPartition, int]:
+    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await kafka.start()
+    try:
+        tps = [
+            TopicPartition(name, p)
+            for name in names
+            for p in range(await partition_count(bootstrap, name))
+        ]
+        return dict(await kafka.end_offsets(tps))
+    finally:
+        await kafka.stop()
+
+
+async def _records_since(bootstrap: str, since: dict[TopicPartition, int]) -> list[bytes]:
+    """Every record (committed or not) written to these partitions after ``since``."""
+    end = await _end_offsets(bootstrap, sorted({tp.topic for tp in since}))
+    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await kafka.start()
+    values: list[bytes] = []
+    try:
+        kafka.assign(list(since))
+        for tp, offset in since.items():
+            kafka.seek(tp, offset)
+        deadline = time.monotonic() + 60
+        while True:  # fetch at least once: aiokafka's stop() right after assign() fails
+            for records in (await kafka.getmany(timeout_ms=200)).values():
+                values += [r.value or b"" for r in records]
+            if not [tp for tp in since if await kafka.position(tp) < end[tp]]:
+                return values
+            assert time.monotonic() < deadline, "the topics were not read to their end"
+    finally:
+        await kafka.stop()

@@ -5,7 +5,10 @@
 - commands that arrive while a partition's transaction is in flight all go into its next
   one (group commit);
 - a failed transaction gets a freshly restored writer, which reads the commands again from
-  the committed offset."""
+  the committed offset;
+- a command handed over in process goes to its partition's writer, and one dropped
+  before it was decided (the writer failed) fails with NotApplied, so the gateway can
+  publish it instead."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from contracts import topics
 from contracts.envelope import CommandEnvelope
 from engram.settings import CommonSettings
 from services.command.adapters.processor import CommandProcessor
-from services.command.adapters.writer import Cleanup
+from services.command.adapters.writer import Cleanup, NotApplied, Submitted
 from tests.support import eventually, send_commands
 
 pytestmark = pytest.mark.integration
@@ -64,6 +67,7 @@ async def test_a_restore_longer_than_the_session_timeout_keeps_the_partitions(
         None,  # type: ignore[arg-type]  # the slow writers never clean up keys
         lambda p: SlowWriter(p, log),  # type: ignore[arg-type,return-value]
         max_batch=100,
+        partitions=CommonSettings().partitions,
     )
     run = asyncio.create_task(processor.run())
     try:
@@ -125,7 +129,7 @@ class GatedWriter:
         self._log["starts"].append(self.partition)
 
     async def process(self, records: list[Any]) -> Cleanup:
-        self._log["batches"].append((self.partition, [r.value for r in records]))
+        self._log["batches"].append((self.partition, _values(records)))
         await self._gate.wait()
         return Cleanup()
 
@@ -138,11 +142,31 @@ class FailingOnceWriter(GatedWriter):
     timed-out producer; every writer after it succeeds."""
 
     async def process(self, records: list[Any]) -> Cleanup:
-        self._log["batches"].append((self.partition, [r.value for r in records]))
+        self._log["batches"].append((self.partition, _values(records)))
         if not self._log["failed"]:
             self._log["failed"] = True
             raise KafkaError("the transaction failed")
         return Cleanup()
+
+
+class GatedFailingWriter(GatedWriter):
+    """The first writer of its partition fails its first transaction once the test
+    opens the gate."""
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        self._log["batches"].append((self.partition, _values(records)))
+        if not self._log["failed"]:
+            await self._gate.wait()
+            self._log["failed"] = True
+            raise KafkaError("the transaction failed")
+        return Cleanup()
+
+
+def _values(records: list[Any]) -> list[bytes]:
+    """A Kafka record's value; a handed-over command's id."""
+    return [
+        r.envelope.command_id.encode() if isinstance(r, Submitted) else r.value for r in records
+    ]
 
 
 async def _processor(
@@ -159,6 +183,7 @@ async def _processor(
         None,  # type: ignore[arg-type]  # the stand-in writers never clean up keys
         make,
         max_batch=100,
+        partitions=CommonSettings().partitions,
     )
     run = asyncio.create_task(processor.run())
     partitions = CommonSettings().partitions
@@ -246,3 +271,58 @@ async def _queued(worker: Any, n: int) -> bool:
 async def _seen_times(log: dict[str, Any], marker: str, n: int) -> bool:
     seen = sum(1 for _, values in log["batches"] for v in values if marker.encode() in v)
     return seen >= n
+
+
+async def test_a_handed_over_command_reaches_its_partitions_writer(
+    stack_settings: dict[str, str],
+) -> None:
+    log: dict[str, Any] = {"starts": [], "batches": []}
+    gate = asyncio.Event()
+    gate.set()
+    processor, run, pool = await _processor(stack_settings, lambda p: GatedWriter(p, log, gate))
+    try:
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        [envelope] = _commands(stream, [f"handed-{uuid.uuid4()}"])
+        assert processor.submit(envelope) is not None
+        await eventually(lambda: _batches(log, partition, 1), deadline=30, what="its batch")
+        [values] = [v for p, v in log["batches"] if p == partition]
+        assert values == [envelope.command_id.encode()]
+    finally:
+        await _stop(run, pool)
+
+
+async def test_a_handed_over_command_dropped_by_a_failed_writer_fails_with_not_applied(
+    stack_settings: dict[str, str],
+) -> None:
+    log: dict[str, Any] = {"starts": [], "batches": [], "failed": False}
+    gate = asyncio.Event()
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: GatedFailingWriter(p, log, gate)
+    )
+    try:
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        await send_commands(
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [f"first-{uuid.uuid4()}"])
+        )
+        await eventually(lambda: _batches(log, partition, 1), deadline=30, what="the first batch")
+        # Queued behind the transaction that is about to fail: never decided.
+        [envelope] = _commands(stream, [f"queued-{uuid.uuid4()}"])
+        answer = processor.submit(envelope)
+        assert answer is not None
+        gate.set()
+        with pytest.raises(NotApplied):
+            await asyncio.wait_for(answer, 30)
+        # The fresh writer takes hand-overs again.
+        await eventually(
+            lambda: _worker_ready(processor, partition), deadline=60, what="the fresh writer"
+        )
+        assert processor.submit(_commands(stream, [f"later-{uuid.uuid4()}"])[0]) is not None
+    finally:
+        await _stop(run, pool)
+
+
+async def _worker_ready(processor: CommandProcessor, partition: int) -> bool:
+    worker = processor.workers.get(partition)
+    return worker is not None and not worker.recovering

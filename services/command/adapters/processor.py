@@ -9,6 +9,11 @@ than the session timeout would cost the group membership, again and again).
 Revocation waits for the partition's batch in flight, so two owners never write one
 partition; commands queued but not yet decided are dropped and read again by the
 next owner from the offset committed with the last transaction.
+
+The HTTP gateway of this instance hands its commands over in process (``submit``) when
+this instance writes their partition: no trip through ``engram.commands`` and
+``engram.replies``, no offsets in the transaction. Such a command, dropped before it
+was decided, fails with ``NotApplied``, and the gateway publishes it instead.
 """
 
 from __future__ import annotations
@@ -17,21 +22,25 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from typing import TypeAlias
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from contracts import topics
+from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.writer import Cleanup, PartitionWriter
+from services.command.adapters.writer import (
+    Cleanup,
+    PartitionWriter,
+    Queued,
+    Record,
+    Submitted,
+)
 
 log = get_logger(__name__)
-
-Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -81,7 +90,7 @@ class PartitionWorker:
     ) -> None:
         self.tp, self.writer = tp, writer
         self._kafka, self._processor = kafka, processor
-        self._queue: deque[Record] = deque()
+        self._queue: deque[Queued] = deque()
         self._wakeup = asyncio.Event()
         self._closing = False
         self._recovering = False
@@ -92,6 +101,11 @@ class PartitionWorker:
     def queued(self) -> int:
         """Commands fetched and waiting for the next transaction."""
         return len(self._queue)
+
+    @property
+    def recovering(self) -> bool:
+        """Between a failed transaction and its fresh writer: nothing is taken."""
+        return self._recovering
 
     @property
     def failed(self) -> BaseException | None:
@@ -108,10 +122,24 @@ class PartitionWorker:
             self._paused = True
             self._kafka.pause(self.tp)
 
+    def submit(self, item: Submitted) -> bool:
+        """Queue a command handed over in process; False when this worker takes none."""
+        if self._closing or self._recovering:
+            return False
+        self._queue.append(item)
+        self._wakeup.set()
+        return True
+
+    def _drop_queue(self, reason: str) -> None:
+        for item in self._queue:
+            if isinstance(item, Submitted):
+                item.fail(reason)
+        self._queue.clear()
+
     async def close(self) -> None:
         """Finish the batch in flight, drop the rest, stop the writer."""
         self._closing = True
-        self._queue.clear()
+        self._drop_queue("the partition was revoked")
         self._wakeup.set()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -143,7 +171,7 @@ class PartitionWorker:
 
     async def _recover(self) -> None:
         self._recovering = True
-        self._queue.clear()
+        self._drop_queue("the partition's writer is recovering")
         self._kafka.pause(self.tp)
         await self.writer.stop()
         self.writer = self._processor.make_writer(self.tp.partition)
@@ -164,12 +192,14 @@ class CommandProcessor:
         keystore: KeyStore,
         make_writer: Callable[[int], PartitionWriter],
         max_batch: int,
+        partitions: int,
     ) -> None:
         self.lock = asyncio.Lock()
         self.workers: dict[int, PartitionWorker] = {}
         self.starting: dict[int, asyncio.Task[None]] = {}  # writers still restoring
         self.make_writer = make_writer
         self.max_batch = max_batch
+        self.partitions = partitions
         self._pool = pool
         self._keys = keystore
         self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
@@ -179,6 +209,15 @@ class CommandProcessor:
     def writers(self) -> dict[int, PartitionWriter]:
         """The partitions this instance writes, with their writers."""
         return {p: w.writer for p, w in self.workers.items()}
+
+    def submit(self, envelope: CommandEnvelope) -> asyncio.Future[CommandReply] | None:
+        """Hand a command over in process when this instance writes its partition (its
+        answer comes through the future); None: publish it on engram.commands."""
+        worker = self.workers.get(topics.partition_for(envelope.stream_id, self.partitions))
+        if worker is None:
+            return None
+        answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+        return answer if worker.submit(Submitted(envelope, answer)) else None
 
     async def run(self) -> None:
         self._consumer.subscribe([topics.COMMANDS], listener=_Rebalance(self))

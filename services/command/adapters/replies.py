@@ -1,13 +1,18 @@
-"""Request/reply over Kafka for HTTP callers.
+"""How an HTTP caller's command reaches its writer, and its answer comes back.
 
-The HTTP handler publishes the command to ``engram.commands`` and waits for its
-answer on ``engram.replies``. This instance reads every reply partition from
-the end (no consumer group) and hands each reply to the future waiting for it.
+When this instance writes the command's partition, the command is handed over in
+process: no trip through Kafka before the writer's own transaction, and the text never
+touches a Kafka log in plain or sealed form (the events carry it sealed, as always).
+Otherwise (another instance writes it, or the hand-over failed before the command was
+decided) the text is sealed, the command published to ``engram.commands``, and its answer
+awaited on ``engram.replies``: this instance reads every reply partition from the end
+(no consumer group) and hands each reply to the future waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
@@ -15,8 +20,12 @@ from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer, partition_count
 from engram.logging import get_logger
+from services.command.adapters.writer import NotApplied
 
 log = get_logger(__name__)
+
+HandOver = Callable[[CommandEnvelope], "asyncio.Future[CommandReply] | None"]
+Seal = Callable[[CommandEnvelope], Awaitable[CommandEnvelope]]
 
 
 class ReplyTimeout(Exception):
@@ -24,8 +33,9 @@ class ReplyTimeout(Exception):
 
 
 class CommandGateway:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, hand_over: HandOver | None = None) -> None:
         self._bootstrap = bootstrap
+        self._hand_over = hand_over
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True
         )
@@ -54,7 +64,23 @@ class CommandGateway:
     def healthy(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    async def send(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
+    async def send(self, envelope: CommandEnvelope, timeout: float, seal: Seal) -> CommandReply:
+        """The command's answer. ``envelope`` carries the text in plain; ``seal`` seals it
+        for the trip through Kafka, when there is one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        answer = self._hand_over(envelope) if self._hand_over else None
+        if answer is not None:
+            try:
+                return await asyncio.wait_for(answer, timeout)
+            except TimeoutError as exc:
+                raise ReplyTimeout(envelope.command_id) from exc
+            except NotApplied as exc:  # not decided: the topic's next owner will
+                log.info("hand_over_failed", command_id=envelope.command_id, reason=str(exc))
+        sealed = await seal(envelope)
+        return await self._publish(sealed, max(0.0, deadline - loop.time()))
+
+    async def _publish(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
         self._waiting[envelope.command_id] = future
         try:

@@ -4,6 +4,13 @@ One transactional producer per input partition (``engram-command-<p>``): a new
 owner's ``init_transactions`` fences the old one and aborts its open
 transaction, and the consumed offsets commit in the same transaction as the
 events and replies. aiokafka has no KIP-447, hence one id per partition.
+
+A batch holds commands read from ``engram.commands`` and commands this instance's HTTP
+gateway handed over in process (``Submitted``): those have no offset to commit and get
+their answer through a future once the transaction has committed, not on
+``engram.replies``. If the transaction fails, their futures fail with ``NotApplied`` and
+the gateway publishes them on ``engram.commands`` instead (same command id, so a command
+that did commit after all gets its first answer again).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
@@ -49,11 +56,33 @@ class Cleanup:
     discard: list[str] = field(default_factory=list)
 
 
+class NotApplied(Exception):
+    """A command handed over in process was not decided, or its transaction failed."""
+
+
+@dataclass
+class Submitted:
+    """A command this instance's HTTP gateway handed over in process."""
+
+    envelope: CommandEnvelope
+    answer: asyncio.Future[CommandReply]
+    timestamp_ms: float = field(default_factory=lambda: time.time() * 1000)
+
+    def fail(self, reason: str) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(NotApplied(reason))
+
+
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
+Queued: TypeAlias = "Record | Submitted"
+
+
 @dataclass
 class Decoded:
-    record: ConsumerRecord[bytes, bytes]
+    record: Record | None
     envelope: CommandEnvelope | None = None
     poison: str | None = None
+    submitted: Submitted | None = None
 
 
 class PartitionWriter:
@@ -88,6 +117,7 @@ class PartitionWriter:
         self.events_since_checkpoint = 0
         self._checkpoint_every = checkpoint_every
         self._sent: list[asyncio.Future[Any]] = []
+        self._answers: list[tuple[Submitted, CommandReply]] = []
 
     async def start(self) -> None:
         await self._producer.start()  # init_transactions: fences a zombie owner
@@ -130,42 +160,58 @@ class PartitionWriter:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> Cleanup:
+    async def process(self, batch: list[Queued]) -> Cleanup:
         """Decide a batch and commit it in one transaction; return the keys to clean up."""
         t0 = time.perf_counter()
-        decoded = [self._decode(r) for r in records]
-        await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
-        keys = await self._prepare_keys(decoded)
-        t1 = time.perf_counter()
+        decoded = [self._decode(item) for item in batch]
+        consumed = [d.record for d in decoded if d.record is not None]
         cleanup = Cleanup()
-        self._sent = []
-        async with self._producer.transaction():
+        self._sent, self._answers = [], []
+        try:
+            await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
+            keys = await self._prepare_keys(decoded)
+            t1 = time.perf_counter()
+            async with self._producer.transaction():
+                for d in decoded:
+                    await self._handle(d, keys, cleanup)
+                t2 = time.perf_counter()
+                if consumed:
+                    tp = TopicPartition(topics.COMMANDS, self.partition)
+                    await self._producer.send_offsets_to_transaction(
+                        {tp: consumed[-1].offset + 1}, self._group_id
+                    )
+                t3 = time.perf_counter()
+        except BaseException as exc:
             for d in decoded:
-                await self._handle(d, keys, cleanup)
-            t2 = time.perf_counter()
-            tp = TopicPartition(topics.COMMANDS, self.partition)
-            await self._producer.send_offsets_to_transaction(
-                {tp: records[-1].offset + 1}, self._group_id
-            )
-            t3 = time.perf_counter()
+                if d.submitted is not None:
+                    d.submitted.fail(f"the batch failed: {exc!r}")
+            raise
         t4 = time.perf_counter()
+        for submitted, reply in self._answers:
+            if not submitted.answer.done():  # its caller may have stopped waiting
+                submitted.answer.set_result(reply)
         if self._sent:  # where a checkpoint taken now would resume reading
             self.next_event_offset = max(f.result().offset for f in self._sent) + 1
             self.events_since_checkpoint += len(self._sent)
         await self._maybe_checkpoint()
-        lag = time.time() * 1000 - records[0].timestamp
+        first = batch[0]
+        since = first.timestamp_ms if isinstance(first, Submitted) else first.timestamp
         log.debug(
             "batch_timing",
-            n=len(records),
+            n=len(batch),
+            handed_over=len(batch) - len(consumed),
             keys_ms=round((t1 - t0) * 1000, 1),
             decide_ms=round((t2 - t1) * 1000, 1),
             offsets_ms=round((t3 - t2) * 1000, 1),
             commit_ms=round((t4 - t3) * 1000, 1),
-            queue_ms=round(lag, 1),
+            queue_ms=round(time.time() * 1000 - since, 1),
         )
         return cleanup
 
-    def _decode(self, record: ConsumerRecord[bytes, bytes]) -> Decoded:
+    def _decode(self, item: Queued) -> Decoded:
+        if isinstance(item, Submitted):
+            return Decoded(None, envelope=item.envelope, submitted=item)
+        record = item
         try:
             return Decoded(
                 record, envelope=CommandEnvelope.model_validate_json(record.value or b"")
@@ -196,18 +242,20 @@ class PartitionWriter:
 
     async def _handle(self, d: Decoded, keys: dict[str, bytes], cleanup: Cleanup) -> None:
         if d.envelope is None:
+            assert d.record is not None  # only a Kafka record can be undecodable
             await self._dead_letter(d.record, d.poison or "poison")
             return
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if env.command_id in state.results:  # a repeat gets the first answer again
             await self._reply(
+                d,
                 CommandReply(
                     command_id=env.command_id,
                     ok=True,
                     stream_id=env.stream_id,
                     result={**state.results[env.command_id], "duplicate": True},
-                )
+                ),
             )
             return
         try:
@@ -215,6 +263,7 @@ class PartitionWriter:
             events = decide(state, cmd, self._context(env, principal, cmd, keys))
         except DomainError as exc:
             await self._reply(
+                d,
                 CommandReply(
                     command_id=env.command_id,
                     ok=False,
@@ -226,7 +275,7 @@ class PartitionWriter:
                             }
                         }
                     ),
-                )
+                ),
             )
             # The key made for a new item of this command sealed nothing that stays.
             cleanup.discard.append(new_item_id(env.command_id))
@@ -237,13 +286,14 @@ class PartitionWriter:
         if isinstance(cmd, ForgetMemory) or any(isinstance(e, MemoryForgotten) for e in events):
             result["receipt"] = forget_receipt(events)
         await self._reply(
+            d,
             CommandReply(
                 command_id=env.command_id,
                 ok=True,
                 stream_id=env.stream_id,
                 result=result,
                 events=ids,
-            )
+            ),
         )
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         if not any(e.item_id == new_item_id(env.command_id) for e in events):
@@ -317,7 +367,10 @@ class PartitionWriter:
         )
         return envelope.event_id
 
-    async def _reply(self, reply: CommandReply) -> None:
+    async def _reply(self, d: Decoded, reply: CommandReply) -> None:
+        if d.submitted is not None:  # answered in process, once the transaction commits
+            self._answers.append((d.submitted, reply))
+            return
         # Reply readers scan every reply partition, so any one will do: ours avoids
         # hashing each command id.
         await self._producer.send(

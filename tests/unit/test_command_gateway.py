@@ -1,0 +1,95 @@
+"""How the HTTP gateway routes a command: handed over in process when this instance
+writes its partition, else (or when the hand-over failed before a decision) sealed and
+published on engram.commands. The Kafka trip itself is stubbed here; the e2e tests run
+both paths against the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contracts.envelope import CommandEnvelope, CommandReply
+from services.command.adapters.replies import CommandGateway, ReplyTimeout
+from services.command.adapters.writer import NotApplied
+
+
+def _envelope() -> CommandEnvelope:
+    return CommandEnvelope(
+        command_id="cmd-0001",
+        type="RememberMemory",
+        token="t",
+        stream_id="acme/member:ann",
+        payload={"content": "plain text", "scope": "private"},
+    )
+
+
+def _reply(via: str) -> CommandReply:
+    return CommandReply(
+        command_id="cmd-0001", ok=True, stream_id="acme/member:ann", result={"via": via}
+    )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sealed: list[CommandEnvelope] = []
+        self.published: list[CommandEnvelope] = []
+
+    async def seal(self, envelope: CommandEnvelope) -> CommandEnvelope:
+        self.sealed.append(envelope)
+        return envelope.model_copy(update={"payload": {"content": "sealed"}})
+
+    async def publish(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
+        self.published.append(envelope)
+        return _reply("kafka")
+
+
+def _gateway(hand_over: object, recorder: Recorder) -> CommandGateway:
+    gateway = CommandGateway("127.0.0.1:1", hand_over)  # type: ignore[arg-type]
+    gateway._publish = recorder.publish  # type: ignore[method-assign]
+    return gateway
+
+
+async def test_a_command_handed_over_is_neither_sealed_nor_published() -> None:
+    recorder = Recorder()
+
+    def hand_over(envelope: CommandEnvelope) -> asyncio.Future[CommandReply]:
+        answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+        answer.set_result(_reply("in process"))
+        return answer
+
+    reply = await _gateway(hand_over, recorder).send(_envelope(), 5, recorder.seal)
+    assert reply.result == {"via": "in process"}
+    assert recorder.sealed == [] and recorder.published == []
+
+
+async def test_a_partition_written_elsewhere_goes_sealed_through_kafka() -> None:
+    recorder = Recorder()
+    reply = await _gateway(lambda envelope: None, recorder).send(_envelope(), 5, recorder.seal)
+    assert reply.result == {"via": "kafka"}
+    assert [e.payload for e in recorder.published] == [{"content": "sealed"}]
+
+
+async def test_a_hand_over_not_applied_is_published_with_the_same_command_id() -> None:
+    recorder = Recorder()
+
+    def hand_over(envelope: CommandEnvelope) -> asyncio.Future[CommandReply]:
+        answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+        answer.set_exception(NotApplied("the partition was revoked"))
+        return answer
+
+    reply = await _gateway(hand_over, recorder).send(_envelope(), 5, recorder.seal)
+    assert reply.result == {"via": "kafka"}
+    assert [e.command_id for e in recorder.published] == ["cmd-0001"]
+    assert recorder.published[0].payload == {"content": "sealed"}
+
+
+async def test_no_answer_in_time_from_the_writer_is_a_reply_timeout() -> None:
+    recorder = Recorder()
+
+    def hand_over(envelope: CommandEnvelope) -> asyncio.Future[CommandReply]:
+        return asyncio.get_running_loop().create_future()  # never answered
+
+    with pytest.raises(ReplyTimeout):
+        await _gateway(hand_over, recorder).send(_envelope(), 0.05, recorder.seal)
+    assert recorder.published == []  # it may still be applied: the caller retries
