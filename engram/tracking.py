@@ -4,6 +4,10 @@ The tracking record commits in the same transaction as the projection, so a
 crash can never apply a batch without moving the offset, or move it without
 applying. On assignment each partition seeks to its stored offset; the Kafka
 group is used only to share partitions among replicas.
+
+A fetch is applied in one transaction, whatever partitions it holds (one handler call,
+one commit, the offsets of all of them). Only a parallel follower with a large fetch
+splits it: one transaction per partition, applied concurrently.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from engram.logging import get_logger
 
 log = get_logger(__name__)
 Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
-BatchHandler = Callable[[asyncpg.Connection, TopicPartition, list[Record]], Awaitable[None]]
+# The records of one fetch (of one or several partitions), in one transaction.
+BatchHandler = Callable[[asyncpg.Connection, list[Record]], Awaitable[None]]
+Batches = dict[TopicPartition, list[Record]]
+OFFSETS_UPSERT = (
+    "INSERT INTO {table} (consumer, topic, partition, next_offset) "
+    "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
+    "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
+)
 
 
 class PoisonMessageError(Exception):
@@ -64,11 +75,15 @@ class TrackedFollower:
         handle: BatchHandler,
         max_batch: int = 1000,
         parallel: bool = False,
+        split_above: int = 200,
         gather_ms: int = 0,
     ) -> None:
-        """``parallel``: apply the partitions of one fetch concurrently, each in its own
-        transaction; only for a handler whose writes never share rows across partitions
-        (and the pool needs a connection per partition, plus what the handler takes).
+        """``parallel``: split a fetch of more than ``split_above`` records into one
+        transaction per partition, applied concurrently; only for a handler whose writes
+        never share rows across partitions (and the pool needs a connection per partition,
+        plus what the handler takes). A smaller fetch is one transaction: under a light
+        load a fetch holds a few records of several partitions, and one commit for all of
+        them costs less than one each.
 
         ``gather_ms``: let the broker hold each fetch until a megabyte has gathered or this
         long has passed (0: answer as soon as anything arrives). For a follower nobody
@@ -86,6 +101,7 @@ class TrackedFollower:
         self._handle = handle
         self._max_batch = max_batch
         self._parallel = parallel
+        self._split_above = split_above
         self.applied = 0
         self.positions: dict[int, int] = {}
         self.next_offset: dict[TopicPartition, int] = {}
@@ -104,38 +120,46 @@ class TrackedFollower:
         await self.consumer.start()
         try:
             while True:
-                batches = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
+                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
                 async with self.lock:
-                    if self._parallel and len(batches) > 1:
+                    # A fetch that raced the seek may hand back records already applied.
+                    batches = {
+                        tp: fresh
+                        for tp, records in fetched.items()
+                        if (fresh := [r for r in records if r.offset >= self._applied_up_to(tp)])
+                    }
+                    if not batches:
+                        continue
+                    large = sum(map(len, batches.values())) > self._split_above
+                    if self._parallel and large and len(batches) > 1:
                         # A failure cancels the others: their transactions roll back.
                         async with asyncio.TaskGroup() as group:
                             for tp, records in batches.items():
-                                group.create_task(self._apply(tp, records))
+                                group.create_task(self._apply({tp: records}))
                     else:
-                        for tp, records in batches.items():
-                            await self._apply(tp, records)
+                        await self._apply(batches)
         finally:
             await self.consumer.stop()
             await self._producer.stop()
 
-    async def _apply(self, tp: TopicPartition, records: list[Record]) -> None:
-        # A fetch that raced the seek may hand back records already applied.
-        records = [r for r in records if r.offset >= self.next_offset.get(tp, 0)]
-        if not records:
-            return
+    def _applied_up_to(self, tp: TopicPartition) -> int:
+        return self.next_offset.get(tp, 0)
+
+    async def _apply(self, batches: Batches) -> None:
+        """One transaction: the handler over the records, and each partition's offset."""
+        records = [r for part in batches.values() for r in part]
         async with self._pool.acquire() as conn, conn.transaction():
-            await self._handle(conn, tp, records)
-            await conn.execute(
-                f"INSERT INTO {self._table} (consumer, topic, partition, next_offset) "
-                "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
-                "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()",
-                self._group,
-                tp.topic,
-                tp.partition,
-                records[-1].offset + 1,
+            await self._handle(conn, records)
+            await conn.executemany(
+                OFFSETS_UPSERT.format(table=self._table),
+                [
+                    (self._group, tp.topic, tp.partition, part[-1].offset + 1)
+                    for tp, part in batches.items()
+                ],
             )
         self.applied += len(records)
-        self.positions[tp.partition] = self.next_offset[tp] = records[-1].offset + 1
+        for tp, part in batches.items():
+            self.positions[tp.partition] = self.next_offset[tp] = part[-1].offset + 1
 
     async def dead_letter(self, record: Record, error: str) -> None:
         """Publish a poison record with its error before its offset is stored."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from aiokafka import TopicPartition
 from prometheus_client import Counter
 from pydantic import ValidationError
 
@@ -51,9 +50,7 @@ class TurnExtractor:
         self._verifier, self._publisher, self._ai, self._clock = verifier, publisher, ai, clock
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
 
-    async def handle_batch(
-        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
-    ) -> None:
+    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
         for record in records:
             await self._handle(conn, record)
 
@@ -128,9 +125,7 @@ class SourceRecorder:
     def __init__(self) -> None:
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
 
-    async def handle_batch(
-        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
-    ) -> None:
+    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
         for record in records:
             try:
                 decoded = _watched_event(record)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from aiokafka import TopicPartition
 from pydantic import ValidationError
 
 from contracts.envelope import EventEnvelope
@@ -43,9 +42,7 @@ class EventProjector:
         self._dead_letter_one = dead_letter
         self.anomalies = 0
 
-    async def handle_batch(
-        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Any]
-    ) -> None:
+    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
         good: list[Decoded] = []
         for record in records:
             try:

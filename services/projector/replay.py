@@ -132,7 +132,7 @@ async def _apply_all(
                     records = [r for r in records if (r.key or b"").startswith(prefix)]
                 if records:
                     async with shadow.acquire() as conn, conn.transaction():
-                        await projector.handle_batch(conn, tp, records)
+                        await projector.handle_batch(conn, records)
                     count += len(records)
                     if progress:
                         progress(

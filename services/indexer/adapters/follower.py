@@ -13,9 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import asyncpg
-from aiokafka import TopicPartition
 
-from engram.tracking import Record, TrackedFollower
+from engram.tracking import Batches, Record, TrackedFollower
 
 P = TypeVar("P")
 DeadLetter = Callable[[Record, str], Awaitable[None]]
@@ -27,20 +26,22 @@ class PreparingFollower(TrackedFollower, Generic[P]):
     def __init__(self, *, prepare: Prepare[P], write: Write[P], **kwargs: Any) -> None:
         super().__init__(handle=self._write_prepared, **kwargs)
         self._prepare, self._write = prepare, write
-        self._prepared: dict[TopicPartition, P] = {}
+        # What each transaction in flight writes, by its first record (one per fetch, or
+        # per partition when a parallel follower splits a large fetch).
+        self._prepared: dict[tuple[str, int, int], P] = {}
 
-    async def _apply(self, tp: TopicPartition, records: list[Record]) -> None:
+    async def _apply(self, batches: Batches) -> None:
+        records = [r for part in batches.values() for r in part]
         # Dead letters are published here, before the batch's offset is stored.
-        self._prepared[tp] = await self._prepare(records, self.dead_letter)
+        key = _first(records)
+        self._prepared[key] = await self._prepare(records, self.dead_letter)
         try:
-            await super()._apply(tp, records)
+            await super()._apply(batches)
         finally:
-            self._prepared.pop(tp, None)
+            self._prepared.pop(key, None)
 
-    async def _write_prepared(
-        self, conn: asyncpg.Connection, tp: TopicPartition, records: list[Record]
-    ) -> None:
-        await self._write(conn, self._prepared[tp])
+    async def _write_prepared(self, conn: asyncpg.Connection, records: list[Record]) -> None:
+        await self._write(conn, self._prepared[_first(records)])
 
     async def lag(self) -> dict[int, int]:
         """Records between each assigned partition's position and its end (last stable offset).
@@ -62,3 +63,7 @@ class PreparingFollower(TrackedFollower, Generic[P]):
                 position = max(position, await self.consumer.position(tp))
             lag[tp.partition] = max(0, ends[tp] - position)
         return lag
+
+
+def _first(records: list[Record]) -> tuple[str, int, int]:
+    return (records[0].topic, records[0].partition, records[0].offset)

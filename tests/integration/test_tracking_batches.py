@@ -1,0 +1,190 @@
+"""How a tracked follower groups records into transactions, on the real broker and real
+Postgres, with a topic and an offsets table of the test's own:
+- a follower that nobody waits on lets the broker gather its fetches: records that arrive
+  one by one within its window come to it in one or two batches, where a follower that
+  answers at once sees each on its own;
+- a fetch of several partitions is one transaction (one handler call, every partition's
+  offset stored), unless a parallel follower splits a large fetch by partition."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from engram.db import create_pool
+from engram.tracking import Record, TrackedFollower
+from tests.support import eventually
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 5
+
+
+@pytest.fixture
+async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(stack_settings["DATABASE_URL"], max_size=4)
+    yield pool
+    await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def topic_and_offsets(
+    bootstrap: str, pool: asyncpg.Pool, partitions: int = 1
+) -> AsyncIterator[tuple[str, str]]:
+    """A topic and an offsets table, both the test's own."""
+    name = f"test-gather-{uuid.uuid4().hex[:8]}"
+    table = f"public.{name.replace('-', '_')}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await pool.execute(
+        f"CREATE TABLE {table} (consumer text, topic text, partition integer, "
+        "next_offset bigint, updated_at timestamptz DEFAULT now(), "
+        "PRIMARY KEY (consumer, topic, partition))"
+    )
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+        yield name, table
+        await admin.delete_topics([name])
+    finally:
+        await admin.close()
+        await pool.execute(f"DROP TABLE {table}")
+
+
+async def batches_seen(bootstrap: str, pool: asyncpg.Pool, gather_ms: int) -> list[int]:
+    """Publish RECORDS records 40 ms apart; return the sizes of the batches applied."""
+    async with topic_and_offsets(bootstrap, pool) as (topic, offsets):
+        return await follow(bootstrap, topic, offsets, pool, gather_ms)
+
+
+async def follow(
+    bootstrap: str, topic: str, offsets: str, pool: asyncpg.Pool, gather_ms: int
+) -> list[int]:
+    sizes: list[int] = []
+
+    async def handle(conn: asyncpg.Connection, records: list[Record]) -> None:
+        sizes.append(len(records))
+
+    group = f"gather-{uuid.uuid4().hex[:8]}"
+    follower = TrackedFollower(
+        bootstrap=bootstrap,
+        topic=topic,
+        group_id=group,
+        pool=pool,
+        offsets_table=offsets,
+        service="test",
+        handle=handle,
+        gather_ms=gather_ms,
+    )
+    task = asyncio.create_task(follower.run())
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        # A first record applied: the follower is assigned, positioned and fetching.
+        await producer.send_and_wait(topic, b"warm-up")
+        await eventually(
+            lambda: asyncio.sleep(0, result=follower.applied >= 1 or None),
+            deadline=30,
+            what="the warm-up record applied",
+        )
+        sizes.clear()
+        start = follower.applied
+        for n in range(RECORDS):
+            await producer.send_and_wait(topic, f"record {n}".encode())
+            await asyncio.sleep(0.04)  # the records arrive one by one
+        sent = time.monotonic()
+        await eventually(
+            lambda: asyncio.sleep(0, result=follower.applied - start >= RECORDS or None),
+            deadline=10,
+            what="every record applied",
+        )
+        assert time.monotonic() - sent < 5  # gathered, not held back
+        return sizes
+    finally:
+        await producer.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_gathering_follower_gets_records_that_trickle_in_as_one_batch(
+    stack_settings: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    at_once = await batches_seen(bootstrap, pool, gather_ms=0)
+    gathered = await batches_seen(bootstrap, pool, gather_ms=1000)
+    assert sum(at_once) == sum(gathered) == RECORDS
+    assert len(at_once) >= 3, at_once  # woken for (nearly) every record
+    assert len(gathered) <= 2, gathered  # a fetch held while they trickled in
+
+
+async def partitions_per_call(
+    bootstrap: str, pool: asyncpg.Pool, per_partition: int, split_above: int
+) -> tuple[list[set[int]], dict[int, int]]:
+    """Publish ``per_partition`` records to each of 4 partitions, then start a parallel
+    follower; return the partitions each handler call held, and the stored offsets."""
+    calls: list[set[int]] = []
+
+    async def handle(conn: asyncpg.Connection, records: list[Record]) -> None:
+        calls.append({r.partition for r in records})
+
+    async with topic_and_offsets(bootstrap, pool, partitions=4) as (topic, offsets):
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            for p in range(4):
+                for n in range(per_partition):
+                    await producer.send_and_wait(topic, f"record {n}".encode(), partition=p)
+        finally:
+            await producer.stop()
+        follower = TrackedFollower(
+            bootstrap=bootstrap,
+            topic=topic,
+            group_id=f"split-{uuid.uuid4().hex[:8]}",
+            pool=pool,
+            offsets_table=offsets,
+            service="test",
+            handle=handle,
+            parallel=True,
+            split_above=split_above,
+        )
+        task = asyncio.create_task(follower.run())
+        try:
+            await eventually(
+                lambda: asyncio.sleep(0, result=follower.applied >= 4 * per_partition or None),
+                deadline=30,
+                what="every record applied",
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        stored = {r["partition"]: r["next_offset"] for r in await pool.fetch(f"TABLE {offsets}")}
+        return calls, stored
+
+
+async def test_a_small_fetch_of_several_partitions_is_one_transaction(
+    stack_settings: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    calls, stored = await partitions_per_call(
+        stack_settings["KAFKA_BOOTSTRAP_SERVERS"], pool, per_partition=2, split_above=200
+    )
+    assert any(len(partitions) > 1 for partitions in calls), calls
+    assert stored == {p: 2 for p in range(4)}
+
+
+async def test_a_parallel_follower_splits_a_large_fetch_by_partition(
+    stack_settings: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    calls, stored = await partitions_per_call(
+        stack_settings["KAFKA_BOOTSTRAP_SERVERS"], pool, per_partition=5, split_above=3
+    )
+    assert all(len(partitions) == 1 for partitions in calls), calls
+    assert stored == {p: 5 for p in range(4)}
