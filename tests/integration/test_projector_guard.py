@@ -1,0 +1,133 @@
+"""The projector's guard on real Postgres: each (stream_id, seq) is applied once, a batch
+read again changes nothing, and a gap or a different event at a taken seq is reported in
+projector.anomalies, not papered over. The generation and the stream's head follow."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import asyncpg
+import pytest
+
+from contracts.envelope import Actor, EventEnvelope
+from contracts.events import SCHEMA_VERSIONS, Event, MemoryRemembered
+from engram.crypto import MasterKey, load_master_key, seal
+from engram.db import create_pool
+from engram.keystore import KeyStore
+from engram.settings import CommonSettings
+from services.projector.handlers import EventProjector
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(stack_settings["DATABASE_URL"], max_size=4)
+    yield pool
+    await pool.close()
+
+
+class Stream:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.org = f"guard-{uuid.uuid4().hex[:8]}"
+        self.stream_id = f"{self.org}/shared"
+        self.keys = KeyStore(pool, MasterKey(load_master_key(CommonSettings())))
+        self.dead: list[str] = []
+        self.projector = EventProjector(self.keys, self._dead_letter)
+        self.pool = pool
+        self.offset = 0
+
+    async def _dead_letter(self, record: Any, error: str) -> None:
+        self.dead.append(error)
+
+    async def remember(self, seq: int, text: str) -> Any:
+        item_id = str(uuid.uuid4())
+        key = (await self.keys.create_many([(item_id, self.org)]))[item_id]
+        event = MemoryRemembered(
+            item_id=item_id,
+            scope="shared",
+            kind="fact",
+            status="active",
+            content=seal(item_id, key, text),
+            content_hash=f"h-{text}",
+            content_length=len(text),
+        )
+        return self.record(seq, event)
+
+    def record(self, seq: int, event: Event, event_id: str | None = None) -> Any:
+        name = type(event).__name__
+        env = EventEnvelope(
+            event_id=event_id or str(uuid.uuid4()),
+            type=name,
+            schema_version=SCHEMA_VERSIONS[name],
+            stream_id=self.stream_id,
+            seq=seq,
+            command_id=str(uuid.uuid4()),
+            occurred_at=datetime.now(UTC),
+            actor=Actor(org=self.org, member="ana"),
+            payload=event.model_dump(mode="json"),
+        )
+        self.offset += 1
+        return SimpleNamespace(
+            topic="engram.events",
+            partition=0,
+            offset=self.offset,
+            value=env.model_dump_json().encode(),
+        )
+
+    async def apply(self, records: list[Any]) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self.projector.handle_batch(conn, records)
+
+    async def anomalies(self) -> list[tuple[str, int | None, int]]:
+        rows = await self.pool.fetch(
+            "SELECT kind, expected, got FROM projector.anomalies WHERE stream_id = $1 ORDER BY id",
+            self.stream_id,
+        )
+        return [(r["kind"], r["expected"], r["got"]) for r in rows]
+
+    async def state(self) -> tuple[int, int, int]:
+        items = await self.pool.fetchval(
+            "SELECT count(*) FROM memory.items WHERE org = $1", self.org
+        )
+        head = await self.pool.fetchval(
+            "SELECT seq FROM projector.stream_heads WHERE stream_id = $1", self.stream_id
+        )
+        generation = await self.pool.fetchval(
+            "SELECT generation FROM memory.generations WHERE org = $1 AND scope = 'shared'",
+            self.org,
+        )
+        return items, head, generation
+
+
+async def test_each_seq_is_applied_once_and_gaps_and_conflicts_are_reported(
+    pool: asyncpg.Pool,
+) -> None:
+    s = Stream(pool)
+    first = [await s.remember(1, "one"), await s.remember(2, "two")]
+    await s.apply(first)
+    assert await s.state() == (2, 2, 2)
+    assert await s.anomalies() == []
+
+    await s.apply(first)  # the same batch read again: nothing changes
+    assert await s.state() == (2, 2, 2)
+    assert await s.anomalies() == []
+
+    # Another event at a taken seq: reported, not applied.
+    await s.apply([await s.remember(2, "impostor")])
+    assert await s.state() == (2, 2, 2)
+    assert await s.anomalies() == [("conflicting_duplicate", None, 2)]
+
+    # seq 4 after 2: the gap is reported, and the event is applied all the same.
+    await s.apply([await s.remember(4, "four")])
+    assert await s.state() == (3, 4, 3)
+    assert await s.anomalies() == [("conflicting_duplicate", None, 2), ("gap", 3, 4)]
+    assert s.dead == []
+    texts = await pool.fetch(
+        "SELECT content FROM memory.items WHERE org = $1 ORDER BY content", s.org
+    )
+    assert [r["content"] for r in texts] == ["four", "one", "two"]
