@@ -1,11 +1,14 @@
 """The projector's batch handler: decode -> guard -> open -> core.project -> SQL.
 
-A batch costs a handful of round trips whatever its size: the guard, the heads,
-the statuses and each kind of write go to Postgres as one statement each.
+A batch costs a handful of round trips whatever its size: one statement for the guard
+with the streams' heads and the items' statuses, one per kind of write, and one for the
+heads, the generations and the term counts at the end. The data keys are fetched (on
+another connection) while the guard runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
@@ -50,16 +53,31 @@ class EventProjector:
                 good.append((record, env, parse_event(env.type, env.schema_version, env.payload)))
             except (ValidationError, KeyError, ValueError) as exc:
                 await self._dead_letter_one(record, f"undecodable event: {exc}")
-        fresh = await self._guard(conn, good)
+        if not good:
+            return
+        # The keys come on another connection while the guard runs on this one.
+        wanted = {s.key_id for _, _, ev in good for s in _sealed(ev)}
+        (fresh, heads, status), keys = await asyncio.gather(
+            self._guard(conn, good), self._keys.get_many(wanted)
+        )
         if fresh:
-            await self._apply(conn, fresh)
+            await self._apply(conn, fresh, heads, status, keys)
 
-    async def _guard(self, conn: asyncpg.Connection, batch: list[Decoded]) -> list[Decoded]:
-        """Apply each (stream_id, seq) once; report gaps and conflicting duplicates."""
-        if not batch:
-            return []
+    async def _guard(
+        self, conn: asyncpg.Connection, batch: list[Decoded]
+    ) -> tuple[list[Decoded], dict[str, int], dict[str, str | None]]:
+        """Apply each (stream_id, seq) once; report gaps and conflicting duplicates.
+        Returns the new events, the streams' heads as they were, and the items' statuses."""
         columns = list(zip(*(_audit_row(env) for _, env, _ in batch), strict=True))
-        new = {r["event_id"] for r in await conn.fetch(Q["audit"], *columns)}
+        row = await conn.fetchrow(
+            Q["guard"],
+            *columns,
+            list({env.stream_id for _, env, _ in batch}),
+            list({ev.item_id for _, _, ev in batch}),
+        )
+        new = set(row["new"])
+        heads: dict[str, int] = json.loads(row["heads"])
+        status: dict[str, str | None] = json.loads(row["statuses"])
         seen = [(r, env) for r, env, _ in batch if env.event_id not in new]
         if seen:  # already applied (a replayed batch), unless another event holds the seq
             held = {
@@ -72,17 +90,12 @@ class EventProjector:
                 if held.get((env.stream_id, env.seq)) != env.event_id:
                     await self._anomaly(conn, "conflicting_duplicate", record, env, None)
         fresh = [d for d in batch if d[1].event_id in new]
-        heads = {
-            r["stream_id"]: r["seq"]
-            for r in await conn.fetch(Q["heads"], list({env.stream_id for _, env, _ in fresh}))
-        }
         for record, env, _ in fresh:
             expected = heads.get(env.stream_id, 0) + 1
             if env.seq != expected:
                 await self._anomaly(conn, "gap", record, env, expected)
             heads[env.stream_id] = max(env.seq, heads.get(env.stream_id, 0))
-        await conn.executemany(Q["set_head"], list(heads.items()))
-        return fresh
+        return fresh, heads, status
 
     async def _anomaly(
         self,
@@ -116,12 +129,14 @@ class EventProjector:
             record.offset,
         )
 
-    async def _apply(self, conn: asyncpg.Connection, batch: list[Decoded]) -> None:
-        keys = await self._keys.get_many({s.key_id for _, _, ev in batch for s in _sealed(ev)})
-        status: dict[str, str | None] = {
-            r["item_id"]: r["status"]
-            for r in await conn.fetch(Q["statuses"], list({ev.item_id for _, _, ev in batch}))
-        }
+    async def _apply(
+        self,
+        conn: asyncpg.Connection,
+        batch: list[Decoded],
+        heads: dict[str, int],
+        status: dict[str, str | None],
+        keys: dict[str, bytes],
+    ) -> None:
         writes: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
         generations: Counter[tuple[str, str]] = Counter()
         forgotten: list[str] = []
@@ -137,12 +152,18 @@ class EventProjector:
         for query in WRITE_ORDER:
             if writes.get(query):
                 await conn.executemany(Q[query], writes[query])
-        if writes:  # the term index's counts change once per batch, not per item
-            await conn.execute(Q["fold_term_counts"])
-        if generations:
-            await conn.executemany(
-                Q["bump_generation"], [(org, scope, n) for (org, scope), n in generations.items()]
-            )
+        # The heads of the streams written, the generations, and the term index's counts
+        # (once per batch, not per item), in one statement.
+        fresh_streams = {env.stream_id for _, env, _ in batch}
+        bumped = list(generations.items())
+        await conn.execute(
+            Q["finish"],
+            list(fresh_streams),
+            [heads[s] for s in fresh_streams],
+            [org for (org, _), _ in bumped],
+            [scope for (_, scope), _ in bumped],
+            [n for _, n in bumped],
+        )
         for item_id in forgotten:
             await shred(conn, item_id)
             self._keys.forget_cached(item_id)

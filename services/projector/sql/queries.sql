@@ -1,33 +1,44 @@
--- name: audit
--- The (stream_id, seq) guard and the audit trail in one: returns the events that are new.
-INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision, actor,
-                          command_id, occurred_at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::int[], $9::jsonb[], $10::text[], $11::timestamptz[])
-ON CONFLICT DO NOTHING
-RETURNING event_id
+-- name: guard
+-- The (stream_id, seq) guard and the audit trail in one (the events that are new), with
+-- the heads of the batch's streams and the statuses of its items as they were before it.
+WITH new AS (
+    INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision,
+                              actor, command_id, occurred_at)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::text[], $8::int[], $9::jsonb[], $10::text[],
+                         $11::timestamptz[])
+    ON CONFLICT DO NOTHING
+    RETURNING event_id
+)
+SELECT ARRAY(SELECT event_id FROM new) AS new,
+       (SELECT coalesce(jsonb_object_agg(stream_id, seq), '{}')::text
+        FROM projector.stream_heads WHERE stream_id = ANY($12)) AS heads,
+       (SELECT coalesce(jsonb_object_agg(item_id, status), '{}')::text
+        FROM memory.items WHERE item_id = ANY($13)) AS statuses
+
+-- name: finish
+-- After a batch's writes: the heads of its streams, the generations it bumped, and the
+-- term index's counts folded from the batch's deltas.
+WITH heads AS (
+    INSERT INTO projector.stream_heads (stream_id, seq)
+    SELECT * FROM unnest($1::text[], $2::bigint[])
+    ON CONFLICT (stream_id) DO UPDATE
+        SET seq = GREATEST(projector.stream_heads.seq, EXCLUDED.seq)
+), generations AS (
+    INSERT INTO memory.generations (org, scope, generation)
+    SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[])
+    ON CONFLICT (org, scope) DO UPDATE
+        SET generation = memory.generations.generation + EXCLUDED.generation
+)
+SELECT memory.fold_term_counts()
 
 -- name: audit_at
 SELECT stream_id, seq, event_id FROM memory.audit
 WHERE (stream_id, seq) IN (SELECT * FROM unnest($1::text[], $2::bigint[]))
 
--- name: heads
-SELECT stream_id, seq FROM projector.stream_heads WHERE stream_id = ANY($1)
-
--- name: set_head
-INSERT INTO projector.stream_heads (stream_id, seq) VALUES ($1, $2)
-ON CONFLICT (stream_id) DO UPDATE SET seq = GREATEST(projector.stream_heads.seq, EXCLUDED.seq)
-
 -- name: anomaly
 INSERT INTO projector.anomalies (kind, stream_id, expected, got, event_id, topic, partition, "offset")
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-
--- name: statuses
-SELECT item_id, status FROM memory.items WHERE item_id = ANY($1)
-
--- name: bump_generation
-INSERT INTO memory.generations (org, scope, generation) VALUES ($1, $2, $3)
-ON CONFLICT (org, scope) DO UPDATE SET generation = memory.generations.generation + $3
 
 -- name: insert_item
 INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, key, title, content,
@@ -77,6 +88,3 @@ INSERT INTO memory.tombstones (item_id, org, scope, content_hashes, revisions, r
                               command_id, forgotten_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (item_id) DO NOTHING
-
--- name: fold_term_counts
-SELECT memory.fold_term_counts()
