@@ -74,10 +74,11 @@ class Caller:
 
 
 def caller(org: str | None = None, member: str = "ana", roles: tuple[str, ...] = (),
-           **claims: str) -> Caller:
+           agent: str | None = None, session: str | None = None,
+           project: str | None = None) -> Caller:
     org = org or f"org-{uuid.uuid4().hex[:8]}"
     return Caller(org, member, mint_token(dev_secret(), org=org, member=member, roles=roles,
-                                          **claims))
+                                          agent=agent, session=session, project=project))
 
 
 @pytest.fixture

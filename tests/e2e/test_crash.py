@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import uuid
@@ -103,7 +104,7 @@ async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
     try:
         publishing = asyncio.create_task(send_commands(bootstrap, envelopes))
         for fraction in (0.15, 0.55):  # two crashes, at different points of the stream
-            await eventually(lambda f=fraction: _at_least(pool, org, int(TOTAL * 0.8 * f)),
+            await eventually(functools.partial(_at_least, pool, org, int(TOTAL * 0.8 * fraction)),
                              deadline=180, interval=0.02, what=f"{fraction:.0%} applied")
             await kill9("command")
             await kill9("projector")

@@ -18,13 +18,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(stack_settings["DATABASE_URL"], max_size=10)
-    yield pool
-    await pool.close()
-
-
-@pytest.fixture
 async def day(pool: asyncpg.Pool) -> AsyncIterator[date]:
     """A day of its own, far from today, so the real budget is never touched."""
     day = date(2300, 1, 1) + timedelta(days=uuid.uuid4().int % 300_000)

@@ -5,7 +5,6 @@ projector.anomalies, not papered over. The generation and the stream's head foll
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -16,19 +15,11 @@ import pytest
 from contracts.envelope import Actor, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryRemembered
 from engram.crypto import MasterKey, load_master_key, seal
-from engram.db import create_pool
 from engram.keystore import KeyStore
 from engram.settings import CommonSettings
 from services.projector.handlers import EventProjector
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(stack_settings["DATABASE_URL"], max_size=4)
-    yield pool
-    await pool.close()
 
 
 class Stream:

@@ -19,20 +19,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from engram.db import create_pool
 from engram.tracking import Record, TrackedFollower
 from tests.support import eventually
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 5
-
-
-@pytest.fixture
-async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(stack_settings["DATABASE_URL"], max_size=4)
-    yield pool
-    await pool.close()
 
 
 @contextlib.asynccontextmanager

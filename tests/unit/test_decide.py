@@ -28,7 +28,7 @@ def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[
 
 def remembered(state: StreamState, text: str = "The trip budget is 1500 EUR.", **kw: object
                ) -> str:
-    [event] = run(state, c.RememberMemory(content=text, **kw))  # type: ignore[arg-type]
+    [event] = run(state, c.RememberMemory(content=text, **kw))
     return event.item_id
 
 
