@@ -3,6 +3,11 @@
 Each service owns one schema and ships ``NNN_name.sql`` files in its ``sql/``
 folder. Migrations run at start under an advisory lock, so replicas starting
 together apply each file exactly once.
+
+A file's checksum is recorded when it is applied, and a file that changed since
+stops the start. An ``NNN_name.sql.accepts`` file beside it lists the checksums of
+earlier published versions that a database may hold instead (one sha256 per line,
+then why): versions that the migrations after it bring to the same schema.
 """
 
 from __future__ import annotations
@@ -39,6 +44,15 @@ def migration_files(sql_dir: Path) -> list[Path]:
     return sorted(p for p in sql_dir.iterdir() if MIGRATION.match(p.name))
 
 
+def accepted_checksums(path: Path) -> set[str]:
+    """The earlier versions of a migration a database may have applied instead."""
+    accepts = path.with_name(path.name + ".accepts")
+    if not accepts.exists():
+        return set()
+    lines = (line.split("#", 1)[0].split() for line in accepts.read_text().splitlines())
+    return {words[0] for words in lines if words}
+
+
 async def apply_migrations(conn: asyncpg.Connection, owner: str, sql_dir: Path) -> list[str]:
     """Apply the owner's pending migrations in order; return the names applied."""
     applied: list[str] = []
@@ -60,7 +74,7 @@ async def apply_migrations(conn: asyncpg.Connection, owner: str, sql_dir: Path) 
             sql = path.read_text()
             checksum = hashlib.sha256(sql.encode()).hexdigest()
             if path.name in done:
-                if done[path.name] != checksum:
+                if done[path.name] not in {checksum, *accepted_checksums(path)}:
                     raise RuntimeError(
                         f"migration {owner}/{path.name} changed after it was applied"
                     )

@@ -5,9 +5,12 @@
 -- common word's row once per item, and a transaction that updates one row N times
 -- walks a chain of N versions. Readers add the deltas not folded yet (recall's
 -- 007_bm25_deltas.sql), so the counts are right either way.
+--
+-- Idempotent: a database whose 003_terms.sql was the version of c4b21eb already has
+-- these objects (see 003_terms.sql.accepts).
 
 -- No index: the table only holds the batch in flight (folded before each commit).
-CREATE TABLE memory.term_deltas (
+CREATE TABLE IF NOT EXISTS memory.term_deltas (
     stream_id text NOT NULL,
     lexeme    text NOT NULL,
     docs      integer NOT NULL,
@@ -24,7 +27,7 @@ $$;
 -- Add the pending deltas into the counts, one update per word. A word no active item
 -- of the stream holds any more leaves no row behind: after a forget, not even its
 -- lexeme stays in the database.
-CREATE FUNCTION memory.fold_term_counts() RETURNS void
+CREATE OR REPLACE FUNCTION memory.fold_term_counts() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     emptied_streams text[];
