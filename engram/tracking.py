@@ -123,10 +123,11 @@ class TrackedFollower:
                 fetched = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
                 async with self.lock:
                     # A fetch that raced the seek may hand back records already applied.
+                    done = self.next_offset
                     batches = {
                         tp: fresh
                         for tp, records in fetched.items()
-                        if (fresh := [r for r in records if r.offset >= self._applied_up_to(tp)])
+                        if (fresh := [r for r in records if r.offset >= done.get(tp, 0)])
                     }
                     if not batches:
                         continue
@@ -141,9 +142,6 @@ class TrackedFollower:
         finally:
             await self.consumer.stop()
             await self._producer.stop()
-
-    def _applied_up_to(self, tp: TopicPartition) -> int:
-        return self.next_offset.get(tp, 0)
 
     async def _apply(self, batches: Batches) -> None:
         """One transaction: the handler over the records, and each partition's offset."""

@@ -86,19 +86,30 @@ def models_dir() -> Path:
     return Path(cache) / "engram" / "models"
 
 
+# Files whose sha256 matched, by path, with the size and modification time they had then:
+# a service's start-up check and its model load hash each file once between them.
+_checked: dict[Path, tuple[int, int]] = {}
+
+
 def model_files(model: LocalModel = LOCAL, root: Path | None = None) -> tuple[Path, Path]:
-    """The fetched ONNX file and tokenizer, each checked against its pinned sha256."""
+    """The fetched ONNX file and tokenizer, each checked against its pinned sha256 (again
+    only when the file changed since it was last checked)."""
     folder = (root or models_dir()) / model.name
     paths = (folder / model.onnx, folder / model.tokenizer)
     for path in paths:
-        if not path.is_file():
-            raise ModelUnavailableError(f"{path} is missing: {FETCH_HINT}")
+        try:
+            stat = path.stat()
+        except OSError:
+            raise ModelUnavailableError(f"{path} is missing: {FETCH_HINT}") from None
+        if _checked.get(path) == (stat.st_size, stat.st_mtime_ns):
+            continue
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise ModelUnavailableError(f"{path} cannot be read: {exc}") from exc
         if _sha256(data) != model.pinned[path.name]:
             raise ModelUnavailableError(f"{path} does not match its pinned sha256: {FETCH_HINT}")
+        _checked[path] = (stat.st_size, stat.st_mtime_ns)
     return paths
 
 

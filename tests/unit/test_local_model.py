@@ -161,3 +161,14 @@ def test_a_service_refuses_to_start_without_the_model_in_one_line(
         serve(FastAPI(), "127.0.0.1", 0, preflight=lambda: preflight(local))
     assert stopped.value.code == 1
     assert [entry["event"] for entry in logs] == ["startup_refused"]
+
+
+def test_a_file_checked_once_is_checked_again_when_it_changes(tmp_path: Path) -> None:
+    folder = tmp_path / SPEC.name
+    folder.mkdir()
+    (folder / SPEC.onnx).write_bytes(ONNX)
+    (folder / SPEC.tokenizer).write_bytes(TOKENIZER)
+    assert model_files(SPEC, tmp_path) == (folder / SPEC.onnx, folder / SPEC.tokenizer)
+    (folder / SPEC.onnx).write_bytes(b"tampered with, after the first check")
+    with pytest.raises(ModelUnavailableError, match="does not match its pinned sha256"):
+        model_files(SPEC, tmp_path)
