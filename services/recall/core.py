@@ -60,6 +60,24 @@ def fuse(lists: dict[str, list[Candidate]], pinned: list[Candidate], top: int) -
     return order[:top]
 
 
+def feedback_ids(lists: dict[str, list[Candidate]], n: int) -> list[str]:
+    """The ids of the first ``n`` answers a search for ``n`` would give: each list cut
+    to ``n``, then fused. They lend their words to the full-text list (relevance
+    feedback, see ``packets.matches``)."""
+    return [r.item.item_id for r in fuse({k: v[:n] for k, v in lists.items()}, [], n)]
+
+
+def rescored(items: list[Candidate], scores: dict[str, float]) -> list[Candidate]:
+    """``items`` by their new scores (0 for an item without one), best first; the old
+    order breaks ties."""
+    return [
+        item
+        for _, item in sorted(
+            enumerate(items), key=lambda pair: (-scores.get(pair[1].item_id, 0.0), pair[0])
+        )
+    ]
+
+
 def header(item: Candidate) -> str:
     return f"[memory:{item.item_id}@{item.revision}; {item.scope}; {item.kind}]"
 

@@ -7,6 +7,7 @@ import contextlib
 from typing import Literal, Protocol
 
 from contracts.recall import (
+    MAX_ITEMS,
     OrgPolicy,
     RecalledItem,
     RecallRequest,
@@ -19,7 +20,16 @@ from engram.auth import Principal
 from engram.embeddings.errors import ProviderError
 from engram.logging import get_logger
 from services.recall.adapters.store import RecallStore
-from services.recall.core import Candidate, Ranked, bound, build_packet, excerpt, fuse
+from services.recall.core import (
+    Candidate,
+    Ranked,
+    bound,
+    build_packet,
+    excerpt,
+    feedback_ids,
+    fuse,
+    rescored,
+)
 from services.recall.settings import RecallSettings
 
 log = get_logger(__name__)
@@ -56,15 +66,22 @@ async def matches(
     the nearest vectors of the current revisions.
 
     The vector list (embedding the query, then the nearest-vector search) runs beside
-    the full-text search, in a second transaction for the same principal."""
+    the full-text search, in a second transaction for the same principal. A hybrid
+    search then ranks its full-text list again with relevance feedback (``feed_back``)."""
     limit = depth(settings, top)
+    feedback = (
+        retrieval == "hybrid"
+        and settings.feedback_items > 0
+        and settings.full_text_ranking == "bm25"
+    )
     vectors: asyncio.Task[list[Candidate] | None] | None = None
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
         vectors = asyncio.create_task(nearest(store, embedder, p, query, settings, limit))
     lists: dict[str, list[Candidate]] = {}
     try:
         if retrieval in ("hybrid", "full_text"):
-            lists["full_text"] = await store.full_text(p, query, limit, settings.full_text_ranking)
+            deep = max(limit, settings.feedback_pool) if feedback else limit
+            lists["full_text"] = await store.full_text(p, query, deep, settings.full_text_ranking)
         found = await vectors if vectors is not None else None
     except BaseException:
         if vectors is not None:  # never leave it running, nor its error unread
@@ -74,7 +91,32 @@ async def matches(
         raise
     if found is not None:
         lists["vector"] = found
+    if feedback and lists.get("full_text"):
+        lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
     return lists
+
+
+async def feed_back(
+    store: RecallStore,
+    p: Principal,
+    query: str,
+    lists: dict[str, list[Candidate]],
+    settings: RecallSettings,
+) -> list[Candidate]:
+    """Relevance feedback: the first pass's best answers (both lists fused) lend their
+    strongest other words to the query, and the full-text list is scored again with
+    them: an answer that shares few words with the question often shares many with the
+    answers found first."""
+    pool = lists["full_text"]
+    scores = await store.feedback_scores(
+        p,
+        query,
+        feedback_ids(lists, settings.feedback_items),
+        [c.item_id for c in pool],
+        settings.feedback_terms,
+        settings.feedback_weight,
+    )
+    return rescored(pool, scores)
 
 
 def depth(settings: RecallSettings, top: int) -> int:
@@ -122,9 +164,11 @@ async def rank(
     p: Principal,
     req: RecallRequest,
     org: OrgPolicy,
+    pinned: list[Candidate],
     settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
-    """Entries in packet order, the character budget, and whether to stop at a misfit."""
+    """Entries in packet order, the character budget, and whether to stop at a misfit
+    (``pinned``: the newest pinned items, at least as many as the packet may hold)."""
     policy = req.policy or org.policy
     top = req.max_items or org.max_items or settings.packet_items
     chars = req.max_chars or org.max_chars or settings.packet_chars
@@ -135,7 +179,7 @@ async def rank(
             req.max_chars or org.max_chars or 8000,
             True,
         )
-    pinned = await store.listing("pinned", p, top)
+    pinned = pinned[:top]
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
         text = await store.full_text(p, req.query, depth(settings, top), settings.full_text_ranking)
         prefs = await store.listing("preferences", p, top)
@@ -156,14 +200,14 @@ async def recall(
     settings: RecallSettings,
 ) -> RecallResponse:
     async with store.session(p):  # one transaction for every read and the context
-        gen, org = await store.opening(p)
-        generation = generation_text(gen)
+        opening = await store.opening(p, pinned=max(MAX_ITEMS, settings.packet_items))
+        org, generation = opening.policy, generation_text(opening.generation)
         policy = req.policy or org.policy
         if not req.use_memory:  # memory off: nothing supplied, nothing recorded
             return RecallResponse(
                 context_id=None, generation=generation, policy=policy, items=[], packet=""
             )
-        entries, chars, stop = await rank(store, embedder, p, req, org, settings)
+        entries, chars, stop = await rank(store, embedder, p, req, org, opening.pinned, settings)
         packet = build_packet(entries, chars, stop_at_first_misfit=stop)
         items = [
             RecalledItem(

@@ -27,6 +27,16 @@ class RecallSettings(ServiceSettings):
     # bm25: ranked over the term index, reading a bounded number of postings per word;
     # ts_rank_cd: the seed's ranking, which ranks every item that matches any word.
     full_text_ranking: Ranking = "bm25"
+    # Relevance feedback in a hybrid search (README, design notes): the first pass's
+    # ``feedback_items`` best answers lend their ``feedback_terms`` strongest other words,
+    # at ``feedback_weight`` each, to the full-text list, whose ``feedback_pool`` best
+    # (or as many as the answer holds, if more) are then scored again with them. The
+    # pool's default is a packet's depth, so a packet's full-text search reads no more
+    # than it would without feedback. feedback_items 0 turns it off.
+    feedback_items: int = Field(5, ge=0, le=50)
+    feedback_terms: int = Field(10, ge=1, le=100)
+    feedback_weight: float = Field(0.3, gt=0, le=10)
+    feedback_pool: int = Field(12, ge=1, le=1000)
     packet_items: int = 12
     packet_chars: int = 6000
     search_chars: int = 16_000  # what one search result may carry in all

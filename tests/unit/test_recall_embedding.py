@@ -22,6 +22,7 @@ from engram.embeddings.errors import (
 from engram.http import install_problem_handlers
 from engram.settings import CommonSettings
 from services.recall.adapters.embedder import CachedEmbedder
+from services.recall.adapters.store import Opening
 from services.recall.core import Candidate
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
@@ -61,8 +62,11 @@ class FullTextStore:
     async def org_policy(self, p: Principal) -> OrgPolicy:
         return OrgPolicy()
 
-    async def opening(self, p: Principal) -> tuple[dict[str, int], OrgPolicy]:
-        return await self.generation(p), OrgPolicy()
+    async def opening(self, p: Principal, pinned: int = 0) -> Opening:
+        return Opening(await self.generation(p), OrgPolicy(), [])
+
+    async def feedback_scores(self, *args: Any) -> dict[str, float]:
+        return {}  # the list keeps its order
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         return []

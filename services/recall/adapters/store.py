@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,15 @@ from engram.db import load_queries
 from services.recall.core import Candidate, Ranking, or_query
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a packet reads first."""
+
+    generation: dict[str, int]
+    policy: OrgPolicy
+    pinned: list[Candidate]  # newest first
 
 
 def _candidate(row: asyncpg.Record) -> Candidate:
@@ -104,6 +114,21 @@ class RecallStore:
             rows = await conn.fetch(statement, argument, limit)
         return [_candidate(r) for r in rows]
 
+    async def feedback_scores(
+        self,
+        p: Principal,
+        query: str,
+        feedback: list[str],
+        pool: list[str],
+        terms: int,
+        weight: float,
+    ) -> dict[str, float]:
+        """The pool's full-text scores with the words the feedback items lend the query
+        (items without a matching word are left out)."""
+        async with as_principal(self._pool, p) as conn:
+            rows = await conn.fetch(Q["bm25_feedback"], query, feedback, pool, terms, weight)
+        return {r["item_id"]: float(r["score"]) for r in rows}
+
     async def nearest(
         self, p: Principal, vector: list[float], model: str, max_distance: float, limit: int
     ) -> list[Candidate]:
@@ -130,27 +155,35 @@ class RecallStore:
         return OrgPolicy(**dict(row))
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
-        """``pinned``, ``preferences`` or ``newest``: the policies' unconditional lists."""
+        """``preferences`` or ``newest``: the policies' unconditional lists (the pinned
+        items come with the ``opening``)."""
         async with as_principal(self._pool, p) as conn:
             rows = await conn.fetch(Q[query], p.org, p.visible_scopes(), limit)
         return [_candidate(r) for r in rows]
 
     async def generation(self, p: Principal) -> dict[str, int]:
-        generation, _ = await self.opening(p)
-        return generation
+        return (await self.opening(p)).generation
 
-    async def opening(self, p: Principal) -> tuple[dict[str, int], OrgPolicy]:
-        """The generation and the org's policy, in one round trip."""
+    async def opening(self, p: Principal, pinned: int = 0) -> Opening:
+        """The generation, the org's policy and the first ``pinned`` pinned items, in one
+        round trip."""
         async with as_principal(self._pool, p) as conn:
-            row = await conn.fetchrow(Q["opening"], p.org, f"member:{p.member}")
+            row = await conn.fetchrow(
+                Q["opening"], p.org, f"member:{p.member}", p.visible_scopes(), pinned
+            )
         assert row is not None
         generation = {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
-        if row["policy"] is None:
-            return generation, OrgPolicy()
-        policy = OrgPolicy(
-            policy=row["policy"], max_items=row["max_items"], max_chars=row["max_chars"]
+        policy = (
+            OrgPolicy()
+            if row["policy"] is None
+            else OrgPolicy(
+                policy=row["policy"], max_items=row["max_items"], max_chars=row["max_chars"]
+            )
         )
-        return generation, policy
+        pinned_items = [
+            Candidate(**{**c, "content": c["content"] or ""}) for c in json.loads(row["pinned"])
+        ]
+        return Opening(generation, policy, pinned_items)
 
     async def save_context(
         self,

@@ -6,19 +6,22 @@ SELECT * FROM recall.full_text($1, $2)
 -- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
 SELECT * FROM recall.bm25($1, $2)
 
--- name: pinned
-SELECT item_id, revision, scope, kind, title, content, pinned,
-       extract(epoch FROM updated_at) AS updated_at
-FROM memory.items
-WHERE org = $1 AND scope = ANY($2) AND status = 'active' AND pinned
-  AND (expires_at IS NULL OR expires_at > now())
-ORDER BY updated_at DESC
-LIMIT $3
+-- name: bm25_feedback
+-- The full-text pool scored again with the feedback items' words (see 008_relevance_feedback.sql).
+SELECT item_id, score FROM recall.bm25_feedback($1, $2, $3, $4, $5)
 
 -- name: opening
--- What every packet needs first, in one round trip: the generation (shared:own:expired)
--- and the org's policy.
-SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars
+-- What every packet needs first, in one round trip: the generation (shared:own:expired),
+-- the org's policy, and the pinned items (newest first, at most $4; $3: visible scopes).
+SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars,
+       (SELECT coalesce(json_agg(p ORDER BY p.updated_at DESC), '[]')
+        FROM (SELECT item_id, revision, scope, kind, title, content, pinned,
+                     extract(epoch FROM updated_at)::double precision AS updated_at
+              FROM memory.items
+              WHERE org = $1 AND scope = ANY($3) AND status = 'active' AND pinned
+                AND (expires_at IS NULL OR expires_at > now())
+              ORDER BY updated_at DESC
+              LIMIT $4) AS p) AS pinned
 FROM (
     SELECT coalesce((SELECT generation FROM memory.generations
                       WHERE org = $1 AND scope = 'shared'), 0) AS shared,
