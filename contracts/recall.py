@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
-MAX_ITEMS = 50  # the most items a packet may be asked for
 
 
 class RecallRequest(BaseModel):
@@ -18,7 +17,7 @@ class RecallRequest(BaseModel):
     run_id: str | None = Field(default=None, max_length=200)
     use_memory: bool = True  # a run can turn memory off: nothing supplied, nothing recorded
     policy: Policy | None = None
-    max_items: int | None = Field(default=None, ge=1, le=MAX_ITEMS)
+    max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)
 
 
@@ -111,5 +110,5 @@ class OrgPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     policy: Policy = "hybrid"
-    max_items: int | None = Field(default=None, ge=1, le=MAX_ITEMS)
+    max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +25,10 @@ class Candidate:
     content: str
     pinned: bool
     updated_at: float = 0.0
+    # The retriever's own score (BM25 for the full-text list), and the item's words with
+    # their term frequencies as the term index counts them (for relevance feedback).
+    score: float = field(default=0.0, compare=False)
+    terms: Mapping[str, int] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass
@@ -60,22 +67,76 @@ def fuse(lists: dict[str, list[Candidate]], pinned: list[Candidate], top: int) -
     return order[:top]
 
 
-def feedback_ids(lists: dict[str, list[Candidate]], n: int) -> list[str]:
-    """The ids of the first ``n`` answers a search for ``n`` would give: each list cut
-    to ``n``, then fused. They lend their words to the full-text list (relevance
-    feedback, see ``packets.matches``)."""
-    return [r.item.item_id for r in fuse({k: v[:n] for k, v in lists.items()}, [], n)]
+# --- relevance feedback: the first answers lend their words to the full-text list.
+
+K1, B = 1.2, 0.75  # BM25's, as memory.bm25_weight (projector 003_terms.sql) has them
 
 
-def rescored(items: list[Candidate], scores: dict[str, float]) -> list[Candidate]:
-    """``items`` by their new scores (0 for an item without one), best first; the old
-    order breaks ties."""
-    return [
-        item
-        for _, item in sorted(
-            enumerate(items), key=lambda pair: (-scores.get(pair[1].item_id, 0.0), pair[0])
+@dataclass(frozen=True)
+class TermStats:
+    """The visible streams' statistics for some words (``recall.term_stats``)."""
+
+    items: int
+    avgdl: float
+    docs: Mapping[str, int]  # items holding each word
+    query: frozenset[str]  # the query's own words
+
+    def idf(self, lexeme: str) -> float:
+        n = self.docs.get(lexeme, 0)
+        return math.log(1 + (self.items - n + 0.5) / (n + 0.5))
+
+
+def bm25_weight(tf: int, dl: int, avgdl: float) -> float:
+    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / max(avgdl, 1.0)))
+
+
+def feedback_items(lists: dict[str, list[Candidate]], n: int) -> list[Candidate]:
+    """The first ``n`` answers a search for ``n`` would give: each list cut to ``n``,
+    then fused."""
+    return [r.item for r in fuse({k: v[:n] for k, v in lists.items()}, [], n)]
+
+
+def lendable(feedback: list[Candidate], pool: list[Candidate]) -> dict[str, int]:
+    """The feedback items' words (with their summed term frequency in them) that at
+    least two items of the pool and the feedback hold: a word only one item holds could
+    only lift that item."""
+    items = {c.item_id: c for c in [*pool, *feedback] if c.terms is not None}
+    holders = Counter(word for c in items.values() for word in c.terms or {})
+    lent: Counter[str] = Counter()
+    for c in {c.item_id: c for c in feedback}.values():
+        for word, tf in (c.terms or {}).items():
+            if holders[word] >= 2:
+                lent[word] += tf
+    return dict(lent)
+
+
+def fed_back(
+    pool: list[Candidate],
+    lent: Mapping[str, int],
+    stats: TermStats,
+    terms: int,
+    weight: float,
+) -> list[Candidate]:
+    """The pool ranked again: each item's score plus ``weight`` times its BM25 over the
+    ``terms`` lent words that weigh most in the feedback (summed term frequency times
+    IDF), the query's own words left out. The old order breaks ties."""
+    ranked = sorted(
+        (w for w in lent if w not in stats.query and stats.docs.get(w)),
+        key=lambda w: (-lent[w] * stats.idf(w), w),
+    )
+    chosen = {w: weight * stats.idf(w) for w in ranked[:terms]}
+
+    def score(c: Candidate) -> float:
+        held = c.terms or {}
+        extra = sum(
+            idf * bm25_weight(held[w], len(held), stats.avgdl)
+            for w, idf in chosen.items()
+            if w in held
         )
-    ]
+        return c.score + extra
+
+    scores = {c.item_id: score(c) for c in pool}
+    return [c for _, c in sorted(enumerate(pool), key=lambda p: (-scores[p[1].item_id], p[0]))]
 
 
 def header(item: Candidate) -> str:

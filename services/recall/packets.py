@@ -7,7 +7,6 @@ import contextlib
 from typing import Literal, Protocol
 
 from contracts.recall import (
-    MAX_ITEMS,
     OrgPolicy,
     RecalledItem,
     RecallRequest,
@@ -26,9 +25,10 @@ from services.recall.core import (
     bound,
     build_packet,
     excerpt,
-    feedback_ids,
+    fed_back,
+    feedback_items,
     fuse,
-    rescored,
+    lendable,
 )
 from services.recall.settings import RecallSettings
 
@@ -104,19 +104,15 @@ async def feed_back(
     settings: RecallSettings,
 ) -> list[Candidate]:
     """Relevance feedback: the first pass's best answers (both lists fused) lend their
-    strongest other words to the query, and the full-text list is scored again with
+    strongest other words to the query, and the full-text list is ranked again with
     them: an answer that shares few words with the question often shares many with the
     answers found first."""
     pool = lists["full_text"]
-    scores = await store.feedback_scores(
-        p,
-        query,
-        feedback_ids(lists, settings.feedback_items),
-        [c.item_id for c in pool],
-        settings.feedback_terms,
-        settings.feedback_weight,
-    )
-    return rescored(pool, scores)
+    lent = lendable(feedback_items(lists, settings.feedback_items), pool)
+    if not lent:
+        return pool
+    stats = await store.term_stats(p, query, sorted(lent))
+    return fed_back(pool, lent, stats, settings.feedback_terms, settings.feedback_weight)
 
 
 def depth(settings: RecallSettings, top: int) -> int:
@@ -168,7 +164,7 @@ async def rank(
     settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
     """Entries in packet order, the character budget, and whether to stop at a misfit
-    (``pinned``: the newest pinned items, at least as many as the packet may hold)."""
+    (``pinned``: the newest pinned items, as many as the packet holds)."""
     policy = req.policy or org.policy
     top = req.max_items or org.max_items or settings.packet_items
     chars = req.max_chars or org.max_chars or settings.packet_chars
@@ -179,7 +175,6 @@ async def rank(
             req.max_chars or org.max_chars or 8000,
             True,
         )
-    pinned = pinned[:top]
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
         text = await store.full_text(p, req.query, depth(settings, top), settings.full_text_ranking)
         prefs = await store.listing("preferences", p, top)
@@ -200,7 +195,7 @@ async def recall(
     settings: RecallSettings,
 ) -> RecallResponse:
     async with store.session(p):  # one transaction for every read and the context
-        opening = await store.opening(p, pinned=max(MAX_ITEMS, settings.packet_items))
+        opening = await store.opening(p, req.max_items, req.policy, settings.packet_items)
         org, generation = opening.policy, generation_text(opening.generation)
         policy = req.policy or org.policy
         if not req.use_memory:  # memory off: nothing supplied, nothing recorded

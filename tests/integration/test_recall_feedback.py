@@ -1,6 +1,6 @@
-"""Relevance feedback on real Postgres (recall 008_relevance_feedback.sql): the feedback
-items lend the words that other candidates share with them, the query's own words
-score as recall.bm25 scores them, and nothing the principal may not see takes part."""
+"""Relevance feedback on real Postgres (recall 008_relevance_feedback.sql): candidates
+come with their words, the term statistics cover only what the principal may see, and
+the first answers' words lift a candidate that shares them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 from engram.auth import Principal
 from engram.db import with_user
 from services.recall.adapters.store import SCOPED, RecallStore, scopes_literal
+from services.recall.packets import feed_back
+from services.recall.settings import RecallSettings
 from tests.support import insert_item
 
 pytestmark = pytest.mark.integration
@@ -48,7 +50,7 @@ async def seeded(stack_settings: dict[str, str]) -> tuple[str, dict[str, str]]:
         "camping": ("shared", "Melanie went camping with her kids in the mountains."),
         "race": ("member:ana", "Melanie ran a charity race for the children's hospital."),
         "meeting": ("shared", "The team meeting moved to Monday morning."),
-        "hidden": ("member:bob", "Rufus the dog, Rufus the dog, and the painted sunset."),
+        "hidden": ("member:bob", "Rufus the zeppelin dog and the painted sunset."),
     }
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:
@@ -61,77 +63,60 @@ async def seeded(stack_settings: dict[str, str]) -> tuple[str, dict[str, str]]:
     return org, ids
 
 
-async def scores(
-    pool: asyncpg.Pool, org: str, feedback: list[str], candidates: list[str]
-) -> dict[str, float]:
-    rows = await as_ana(
-        pool,
-        org,
-        "SELECT item_id, score FROM recall.bm25_feedback($1, $2, $3, 10, 0.3)",
-        QUERY,
-        feedback,
-        candidates,
-    )
-    return {r["item_id"]: r["score"] for r in rows}
-
-
-async def test_shared_words_lift_the_candidates_that_hold_them(
+async def test_candidates_come_with_their_words_and_the_statistics_with_the_query(
     stack_settings: dict[str, str], recall_pool: asyncpg.Pool
 ) -> None:
     org, ids = await seeded(stack_settings)
-    first = await as_ana(recall_pool, org, "SELECT item_id, rank FROM recall.bm25($1, 12)", QUERY)
-    plain = {r["item_id"]: r["rank"] for r in first}
-    # The question shares only "Caroline" with the answer about walking Rufus; the
-    # painting is as close to it as that answer.
-    assert first[0]["item_id"] == ids["adopted"]
-    assert set(plain) == {ids["adopted"], ids["walks"], ids["painted"]}
-    assert plain[ids["painted"]] >= plain[ids["walks"]]
+    store, ana = RecallStore(recall_pool), Principal(org=org, member="ana")
+    found = await store.full_text(ana, QUERY, 12)
+    first = found[0]
+    assert first.item_id == ids["adopted"] and first.score > 0
+    assert first.terms == {
+        "carolin": 1,
+        "adopt": 1,
+        "dog": 1,
+        "name": 1,
+        "rufus": 1,
+        "anim": 1,
+        "shelter": 1,
+    }
+    stats = await store.term_stats(ana, QUERY, ["dog", "rufus", "zeppelin", "sunset"])
+    # Six items are Ana's to see (Bob's is not): his words are not counted, and
+    # "zeppelin", which only he holds, is not there at all.
+    assert stats.items == 6 and stats.docs["dog"] == 2 and stats.docs["rufus"] == 2
+    assert stats.docs["sunset"] == 1 and "zeppelin" not in stats.docs
+    # The query's words some visible item holds, stemmed as the index has them ("pet":
+    # none).
+    assert stats.query == {"carolin", "adopt"}
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        mean = await conn.fetchval(
+            "SELECT avg(length(tsv)) FROM memory.items WHERE org = $1 AND scope <> 'member:bob'",
+            org,
+        )
+    finally:
+        await conn.close()
+    assert stats.avgdl == pytest.approx(float(mean))
+    # Another org's principal sees nothing.
+    other = await store.term_stats(Principal(org=f"{org}-x", member="ana"), QUERY, ["dog"])
+    assert other.items == 0 and other.docs == {}
 
-    candidates = [r["item_id"] for r in first]
-    # Without feedback items, the scores are recall.bm25's own.
-    unchanged = await scores(recall_pool, org, [], candidates)
-    assert unchanged == pytest.approx(plain, rel=1e-5)
 
-    # The first answer lends "dog" and "Rufus", which the walk holds too; "shelter",
-    # "animal" and "named" no other candidate holds, so they lend nothing.
-    fed = await scores(recall_pool, org, [ids["adopted"]], candidates)
-    assert fed[ids["walks"]] > fed[ids["painted"]] == pytest.approx(plain[ids["painted"]])
-    assert fed[ids["adopted"]] > fed[ids["walks"]]
-    lent = fed[ids["walks"]] - plain[ids["walks"]]
-    assert 0 < lent < plain[ids["walks"]]  # lent words weigh 0.3 of a query word
-
-
-async def test_what_the_principal_may_not_see_takes_no_part(
+async def test_the_first_answers_words_lift_the_candidate_that_shares_them(
     stack_settings: dict[str, str], recall_pool: asyncpg.Pool
 ) -> None:
     org, ids = await seeded(stack_settings)
-    candidates = [ids["adopted"], ids["walks"], ids["painted"]]
-    without = await scores(recall_pool, org, [], candidates)
-    # Bob's item as feedback lends nothing, and as a candidate gets no score.
-    assert await scores(recall_pool, org, [ids["hidden"]], candidates) == without
-    assert ids["hidden"] not in await scores(
-        recall_pool, org, [ids["adopted"]], [*candidates, ids["hidden"]]
-    )
-    # Another org's principal sees none of it.
-    rows = await as_ana(
-        recall_pool,
-        f"{org}-other",
-        "SELECT * FROM recall.bm25_feedback($1, $2, $3, 10, 0.3)",
-        QUERY,
-        [ids["adopted"]],
-        candidates,
-    )
-    assert rows == []
-
-
-async def test_the_store_returns_the_pool_scores(
-    stack_settings: dict[str, str], recall_pool: asyncpg.Pool
-) -> None:
-    org, ids = await seeded(stack_settings)
-    store = RecallStore(recall_pool)
-    ana = Principal(org=org, member="ana")
-    pool = [ids["walks"], ids["painted"], ids["camping"]]
-    found = await store.feedback_scores(ana, QUERY, [ids["adopted"]], pool, 10, 0.3)
-    # The camping trip holds no query word and no lent word: it has no score.
-    assert set(found) == {ids["walks"], ids["painted"]}
-    assert found[ids["walks"]] > found[ids["painted"]]
+    store, ana = RecallStore(recall_pool), Principal(org=org, member="ana")
+    plain = [c.item_id for c in await store.full_text(ana, QUERY, 12)]
+    # The question shares only "Caroline" with the walk, and as much with the painting.
+    assert plain[0] == ids["adopted"] and set(plain) == {
+        ids["adopted"],
+        ids["walks"],
+        ids["painted"],
+    }
+    assert plain.index(ids["painted"]) < plain.index(ids["walks"])
+    async with store.session(ana):
+        lists = {"full_text": await store.full_text(ana, QUERY, 12)}
+        fed = await feed_back(store, ana, QUERY, lists, RecallSettings())
+    # The first answer lends "dog" and "Rufus", which the walk holds too.
+    assert [c.item_id for c in fed] == [ids["adopted"], ids["walks"], ids["painted"]]

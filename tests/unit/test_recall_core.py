@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from services.recall.core import (
     Candidate,
     Ranked,
+    TermStats,
+    bm25_weight,
     bound,
     build_packet,
     excerpt,
+    fed_back,
+    feedback_items,
     fuse,
     header,
+    lendable,
     or_query,
     passages,
 )
@@ -86,3 +95,49 @@ def test_results_are_bounded_with_the_top_hit_always_kept() -> None:
     assert bound([5000, 100, 100], 1000) == 1  # the top hit, however large
     assert bound([400, 400, 400, 400], 1000) == 2
     assert bound([], 1000) == 0
+
+
+def worded(item_id: str, score: float, **terms: int) -> Candidate:
+    return Candidate(item_id, 1, "shared", "fact", None, item_id, False, score=score, terms=terms)
+
+
+ADOPTED = worded("adopted", 4.0, carolin=1, adopt=1, dog=1, rufus=2, shelter=1)
+WALKS = worded("walks", 1.0, carolin=1, walk=1, rufus=1, dog=1, river=1)
+PAINTED = worded("painted", 1.1, carolin=1, paint=1, sunset=1, lake=1)
+
+
+def test_only_words_another_item_holds_are_lent() -> None:
+    # "shelter" only the feedback item holds; the query's "carolin" is lent here and
+    # left out by the statistics, which know the query's words.
+    assert lendable([ADOPTED], [ADOPTED, WALKS, PAINTED]) == {"carolin": 1, "dog": 1, "rufus": 2}
+    assert lendable([ADOPTED], [ADOPTED]) == {}
+    assert lendable([ADOPTED], [Candidate("x", 1, "shared", "fact", None, "x", False)]) == {}
+
+
+def test_lent_words_lift_the_items_that_hold_them() -> None:
+    lent = lendable([ADOPTED], [ADOPTED, WALKS, PAINTED])
+    stats = TermStats(
+        items=50, avgdl=5.0, docs={"carolin": 3, "dog": 2, "rufus": 2}, query=frozenset({"carolin"})
+    )
+    assert [c.item_id for c in fed_back([ADOPTED, PAINTED, WALKS], lent, stats, 10, 0.3)] == [
+        "adopted",
+        "walks",
+        "painted",
+    ]
+    # Only the strongest word (rufus: tf 2) counts with terms=1; the query's own never.
+    one = fed_back([PAINTED, WALKS], lent, stats, 1, 0.3)
+    assert [c.item_id for c in one] == ["walks", "painted"]
+    none = fed_back([PAINTED, WALKS], {"carolin": 1}, stats, 10, 0.3)
+    assert [c.item_id for c in none] == ["painted", "walks"]  # the old order stands
+    # The scoring is memory.bm25_weight's (k1 1.2, b 0.75) and the term index's IDF.
+    assert bm25_weight(1, 5, 5.0) == pytest.approx(1.0)
+    assert bm25_weight(2, 5, 5.0) == pytest.approx(4.4 / 3.2)
+    assert bm25_weight(1, 10, 5.0) < 1.0 < bm25_weight(1, 2, 5.0)
+    assert stats.idf("rufus") == pytest.approx(math.log(1 + 48.5 / 2.5))
+
+
+def test_the_feedback_items_are_the_fused_first_answers() -> None:
+    a, b, c = (worded(i, 0.0) for i in "abc")
+    lists = {"full_text": [a, b, c], "vector": [c, a]}
+    assert [x.item_id for x in feedback_items(lists, 2)] == ["a", "c"]
+    assert [x.item_id for x in feedback_items(lists, 3)] == ["a", "c", "b"]

@@ -62,11 +62,8 @@ class FullTextStore:
     async def org_policy(self, p: Principal) -> OrgPolicy:
         return OrgPolicy()
 
-    async def opening(self, p: Principal, pinned: int = 0) -> Opening:
+    async def opening(self, p: Principal, *limits: Any) -> Opening:
         return Opening(await self.generation(p), OrgPolicy(), [])
-
-    async def feedback_scores(self, *args: Any) -> dict[str, float]:
-        return {}  # the list keeps its order
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
         return []

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from contracts.recall import SearchRequest
 from engram.auth import Principal
 from services.recall.app import _check_cut
-from services.recall.core import Candidate
+from services.recall.core import Candidate, TermStats
 from services.recall.packets import search
 from services.recall.settings import RecallSettings
 
@@ -30,11 +30,11 @@ VECTORS = [item(i) for i in ("v1", "v2", "v3", "s1", "s2", "s3")]
 
 
 class TwoLists:
-    def __init__(self, rescore: dict[str, float] | None = None) -> None:
+    def __init__(self, lists: tuple[list[Candidate], list[Candidate]] | None = None) -> None:
         self.asked: dict[str, int] = {}
         self.cut: float | None = None
-        self.rescore = rescore or {}
-        self.fed: tuple[list[str], list[str], int, float] | None = None
+        self.full_text_list, self.vector_list = lists or (FULL_TEXT, VECTORS)
+        self.fed: list[str] | None = None
 
     @asynccontextmanager
     async def session(self, p: Principal) -> AsyncIterator[None]:
@@ -44,25 +44,17 @@ class TwoLists:
 
     async def full_text(self, p: Principal, query: str, limit: int, *_: Any) -> list[Candidate]:
         self.asked["full_text"] = limit
-        return FULL_TEXT[:limit]
+        return self.full_text_list[:limit]
 
     async def nearest(
         self, p: Principal, vector: list[float], model: str, cut: float, limit: int
     ) -> list[Candidate]:
         self.asked["vector"], self.cut = limit, cut
-        return VECTORS[:limit]
+        return self.vector_list[:limit]
 
-    async def feedback_scores(
-        self,
-        p: Principal,
-        query: str,
-        feedback: list[str],
-        pool: list[str],
-        terms: int,
-        weight: float,
-    ) -> dict[str, float]:
-        self.fed = (feedback, pool, terms, weight)
-        return self.rescore
+    async def term_stats(self, p: Principal, query: str, words: list[str]) -> TermStats:
+        self.fed = words
+        return TermStats(items=100, avgdl=3.0, docs={w: 2 for w in words}, query=frozenset())
 
 
 class Embedder:
@@ -97,28 +89,40 @@ async def test_the_seeds_deep_fusion_is_one_setting_away() -> None:
     assert found == ["s1", "s2", "s3"]
 
 
+def worded(item_id: str, score: float, *words: str) -> Candidate:
+    terms = {w: 1 for w in words}
+    return Candidate(item_id, 1, "shared", "fact", None, item_id, False, score=score, terms=terms)
+
+
+# The vectors' first answer shares "kayak" and "trip" with the full-text list's third,
+# which the first two outscore; "lake" only the vector answer holds: it lends nothing.
+WORDED = (
+    [worded("t1", 3.0, "trip"), worded("t2", 2.0, "trip"), worded("t3", 1.9, "kayak", "trip")],
+    [worded("v1", 0.0, "kayak", "lake", "trip")],
+)
+
+
 async def test_feedback_ranks_the_full_text_pool_again_before_the_fusion() -> None:
-    store = TwoLists(rescore={"s2": 5.0, "t1": 1.0})
-    found, store = await ids(RecallSettings(), 3, store)
-    # The full-text list is read as deep as the feedback pool; vectors as deep as the answer.
-    assert store.asked == {"full_text": 12, "vector": 3}
-    assert store.fed is not None
-    feedback, pool, terms, weight = store.fed
-    # The feedback: the first five answers of a search for five, both lists fused.
-    assert feedback == ["t1", "v1", "t2", "v2", "t3"]
-    assert pool == [c.item_id for c in FULL_TEXT] and (terms, weight) == (10, 0.3)
-    # Full text is now s2, t1, then the unscored in their old order (cut to 3: t2).
-    assert found == ["s2", "v1", "t1"]
+    store = TwoLists(WORDED)
+    found, store = await ids(RecallSettings(), 2, store)
+    # The full-text list is read as deep as the feedback pool (a packet's 12).
+    assert store.asked == {"full_text": 12, "vector": 2}
+    assert store.fed == ["kayak", "trip"]  # shared with the pool: not "lake"
+    assert found == ["t1", "v1"]
+    # "trip" lifts all three; "kayak" lifts t3 past t2 as well.
+    plain, store = await ids(NO_FEEDBACK, 3, TwoLists(WORDED))
+    assert store.fed is None and plain == ["t1", "v1", "t2"]
+    fed, _ = await ids(RecallSettings(), 3, TwoLists(WORDED))
+    assert fed == ["t1", "v1", "t3"]
 
 
 async def test_feedback_is_part_of_hybrid_search_only() -> None:
     for retrieval in ("full_text", "vector"):
-        _, store = await ids(RecallSettings(), 3, TwoLists({"s2": 5.0}), retrieval)
-        assert store.fed is None and set(store.asked.values()) == {3}, retrieval
-    _, store = await ids(RecallSettings(full_text_ranking="ts_rank_cd"), 3, TwoLists({"s2": 5.0}))
+        _, store = await ids(RecallSettings(), 2, TwoLists(WORDED), retrieval)
+        assert store.fed is None and set(store.asked.values()) == {2}, retrieval
+    settings = RecallSettings(full_text_ranking="ts_rank_cd")
+    _, store = await ids(settings, 2, TwoLists(WORDED))
     assert store.fed is None  # it scores with BM25, which ts_rank_cd's list is not ranked by
-    _, store = await ids(NO_FEEDBACK, 3, TwoLists({"s2": 5.0}))
-    assert store.fed is None
 
 
 async def test_the_vector_cut_is_the_models_unless_configured() -> None:

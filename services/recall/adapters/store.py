@@ -16,7 +16,7 @@ import asyncpg
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
-from services.recall.core import Candidate, Ranking, or_query
+from services.recall.core import Candidate, Ranking, TermStats, or_query
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
@@ -40,6 +40,10 @@ def _candidate(row: asyncpg.Record) -> Candidate:
         content=row["content"] or "",
         pinned=row["pinned"],
         updated_at=float(row["updated_at"]),
+        score=float(row.get("score") or 0.0),
+        terms=dict(zip(row["lexemes"], row["tfs"], strict=True))
+        if row.get("lexemes") is not None
+        else None,
     )
 
 
@@ -114,20 +118,20 @@ class RecallStore:
             rows = await conn.fetch(statement, argument, limit)
         return [_candidate(r) for r in rows]
 
-    async def feedback_scores(
-        self,
-        p: Principal,
-        query: str,
-        feedback: list[str],
-        pool: list[str],
-        terms: int,
-        weight: float,
-    ) -> dict[str, float]:
-        """The pool's full-text scores with the words the feedback items lend the query
-        (items without a matching word are left out)."""
+    async def term_stats(self, p: Principal, query: str, words: list[str]) -> TermStats:
+        """How many items of the visible streams hold each word, their totals, and which
+        words are the query's own."""
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(Q["bm25_feedback"], query, feedback, pool, terms, weight)
-        return {r["item_id"]: float(r["score"]) for r in rows}
+            rows = await conn.fetch(Q["term_stats"], query, words)
+        docs = {r["lexeme"]: r["docs"] for r in rows}
+        totals = next((r for r in rows if r["lexeme"] == ""), None)
+        items = totals["docs"] if totals else 0
+        return TermStats(
+            items=items,
+            avgdl=totals["length"] / items if totals and items else 0.0,
+            docs=docs,
+            query=frozenset(r["lexeme"] for r in rows if r["in_query"]),
+        )
 
     async def nearest(
         self, p: Principal, vector: list[float], model: str, max_distance: float, limit: int
@@ -164,16 +168,18 @@ class RecallStore:
     async def generation(self, p: Principal) -> dict[str, int]:
         return (await self.opening(p)).generation
 
-    async def opening(self, p: Principal, pinned: int = 0) -> Opening:
-        """The generation, the org's policy and the first ``pinned`` pinned items, in one
-        round trip."""
+    async def opening(
+        self, p: Principal, items: int | None = 0, policy: str | None = None, default: int = 0
+    ) -> Opening:
+        """The generation, the org's policy and the newest pinned items, in one round trip:
+        as many as the packet holds (``items``, else the org's limit, else ``default``),
+        none under the newest_first policy (``policy``, else the org's)."""
         async with as_principal(self._pool, p) as conn:
-            row = await conn.fetchrow(
-                Q["opening"], p.org, f"member:{p.member}", p.visible_scopes(), pinned
-            )
+            own, scopes = f"member:{p.member}", p.visible_scopes()
+            row = await conn.fetchrow(Q["opening"], p.org, own, scopes, items, policy, default)
         assert row is not None
         generation = {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}
-        policy = (
+        org_policy = (
             OrgPolicy()
             if row["policy"] is None
             else OrgPolicy(
@@ -183,7 +189,7 @@ class RecallStore:
         pinned_items = [
             Candidate(**{**c, "content": c["content"] or ""}) for c in json.loads(row["pinned"])
         ]
-        return Opening(generation, policy, pinned_items)
+        return Opening(generation, org_policy, pinned_items)
 
     async def save_context(
         self,

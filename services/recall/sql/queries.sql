@@ -4,15 +4,24 @@ SELECT * FROM recall.full_text($1, $2)
 
 -- name: bm25
 -- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
-SELECT * FROM recall.bm25($1, $2)
+-- Each item comes with its words and their term frequencies, for relevance feedback.
+SELECT b.item_id, b.revision, b.scope, b.kind, b.title, b.content, b.pinned, b.updated_at,
+       b.rank AS score, t.lexemes, t.tfs
+FROM recall.bm25($1, $2) WITH ORDINALITY AS b
+JOIN memory.items i ON i.item_id = b.item_id
+CROSS JOIN LATERAL recall.terms_of(i.tsv) AS t
+ORDER BY b.ordinality
 
--- name: bm25_feedback
--- The full-text pool scored again with the feedback items' words (see 008_relevance_feedback.sql).
-SELECT item_id, score FROM recall.bm25_feedback($1, $2, $3, $4, $5)
+-- name: term_stats
+-- Items holding each word in the visible streams, the totals (lexeme ''), and the query's
+-- own words (see 008_relevance_feedback.sql).
+SELECT lexeme, docs, length, in_query FROM recall.term_stats($1, $2)
 
 -- name: opening
 -- What every packet needs first, in one round trip: the generation (shared:own:expired),
--- the org's policy, and the pinned items (newest first, at most $4; $3: visible scopes).
+-- the org's policy, and the pinned items, newest first ($3: the visible scopes), as many
+-- as the packet holds: the request's $4 items, else the org's, else $6; none when the
+-- policy (the request's $5, else the org's) is newest_first, which shows no pinned first.
 SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars,
        (SELECT coalesce(json_agg(p ORDER BY p.updated_at DESC), '[]')
         FROM (SELECT item_id, revision, scope, kind, title, content, pinned,
@@ -21,7 +30,8 @@ SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars,
               WHERE org = $1 AND scope = ANY($3) AND status = 'active' AND pinned
                 AND (expires_at IS NULL OR expires_at > now())
               ORDER BY updated_at DESC
-              LIMIT $4) AS p) AS pinned
+              LIMIT CASE WHEN coalesce($5, o.policy) = 'newest_first' THEN 0
+                         ELSE coalesce($4, o.max_items, $6) END) AS p) AS pinned
 FROM (
     SELECT coalesce((SELECT generation FROM memory.generations
                       WHERE org = $1 AND scope = 'shared'), 0) AS shared,
@@ -83,7 +93,13 @@ LIMIT $3
 -- name: nearest
 -- Nearest vectors of the configured model (current revision, active items, under the
 -- max distance) with the items' text, for the transaction's principal.
-SELECT * FROM recall.nearest($1, $2, $3, $4)
+-- Each item comes with its words, as in bm25.
+SELECT n.item_id, n.revision, n.scope, n.kind, n.title, n.content, n.pinned, n.updated_at,
+       t.lexemes, t.tfs
+FROM recall.nearest($1, $2, $3, $4) WITH ORDINALITY AS n
+JOIN memory.items i ON i.item_id = n.item_id
+CROSS JOIN LATERAL recall.terms_of(i.tsv) AS t
+ORDER BY n.ordinality
 
 -- name: org_policy
 SELECT policy, max_items, max_chars FROM recall.org_policies WHERE org = $1
