@@ -8,8 +8,10 @@ SELECT * FROM recall.full_text($1, $2)
 SELECT b.item_id, b.revision, b.scope, b.kind, b.title, b.content, b.pinned, b.updated_at,
        b.rank AS score, t.lexemes, t.tfs
 FROM recall.bm25($1, $2) WITH ORDINALITY AS b
-JOIN memory.items i ON i.item_id = b.item_id
-CROSS JOIN LATERAL recall.terms_of(i.tsv) AS t
+LEFT JOIN LATERAL (  -- by key, item by item: LIMIT keeps the planner from making it
+    -- a join, which read all the org's items (it expects 1,000 rows from a function)
+    SELECT w.lexemes, w.tfs FROM memory.items i, recall.terms_of(i.tsv) AS w
+    WHERE i.item_id = b.item_id LIMIT 1) AS t ON true
 ORDER BY b.ordinality
 
 -- name: term_stats
@@ -97,8 +99,10 @@ LIMIT $3
 SELECT n.item_id, n.revision, n.scope, n.kind, n.title, n.content, n.pinned, n.updated_at,
        t.lexemes, t.tfs
 FROM recall.nearest($1, $2, $3, $4) WITH ORDINALITY AS n
-JOIN memory.items i ON i.item_id = n.item_id
-CROSS JOIN LATERAL recall.terms_of(i.tsv) AS t
+LEFT JOIN LATERAL (  -- by key, item by item: LIMIT keeps the planner from making it
+    -- a join, which read all the org's items (it expects 1,000 rows from a function)
+    SELECT w.lexemes, w.tfs FROM memory.items i, recall.terms_of(i.tsv) AS w
+    WHERE i.item_id = n.item_id LIMIT 1) AS t ON true
 ORDER BY n.ordinality
 
 -- name: org_policy
