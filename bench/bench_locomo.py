@@ -170,7 +170,8 @@ async def evaluate(
 def summarise(scores: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, float]]:
     table: dict[str, dict[str, float]] = {}
     for category, per_k in scores.items():
-        table[category] = {f"@{k}": round(100 * sum(v) / len(v), 1) for k, v in per_k.items()}
+        # Two decimals: a figure near its target (75) must not round onto it.
+        table[category] = {f"@{k}": round(100 * sum(v) / len(v), 2) for k, v in per_k.items()}
     return table
 
 
