@@ -30,7 +30,7 @@ class Opening:
     pinned: list[Candidate]  # newest first
 
 
-def _candidate(row: asyncpg.Record) -> Candidate:
+def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
     return Candidate(
         item_id=row["item_id"],
         revision=row["revision"],
@@ -186,10 +186,8 @@ class RecallStore:
                 policy=row["policy"], max_items=row["max_items"], max_chars=row["max_chars"]
             )
         )
-        pinned_items = [
-            Candidate(**{**c, "content": c["content"] or ""}) for c in json.loads(row["pinned"])
-        ]
-        return Opening(generation, org_policy, pinned_items)
+        pinned = [_candidate(c) for c in json.loads(row["pinned"])]
+        return Opening(generation, org_policy, pinned)
 
     async def save_context(
         self,

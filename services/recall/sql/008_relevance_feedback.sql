@@ -5,14 +5,17 @@
 -- of the words are the query's own. The words themselves come with the candidates (their
 -- tsvector, which is what the term index holds for them); recall scores them in Python.
 -- Like recall.bm25 it runs as its owner and applies the row-level rule itself.
--- recall.terms_of gives an item's words with their term frequencies, as the term index
--- counts them (projector 003_terms.sql).
-CREATE FUNCTION recall.terms_of(p_tsv tsvector, OUT lexemes text[], OUT tfs integer[])
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+-- recall.item_terms gives an item's words with their term frequencies, as the term index
+-- counts them (projector 003_terms.sql), read by key under the caller's row-level rules.
+-- As a function called per row it stays a lookup by key: joined to the rows of a search
+-- function (which the planner expects 1,000 of), memory.items was read whole.
+CREATE FUNCTION recall.item_terms(p_item_id text, OUT lexemes text[], OUT tfs integer[])
+LANGUAGE sql STABLE AS $$
     SELECT array_agg(u.lexeme), array_agg(coalesce(cardinality(u.positions), 1))
-    FROM unnest(p_tsv) AS u
+    FROM memory.items i, unnest(i.tsv) AS u
+    WHERE i.item_id = p_item_id
 $$;
-GRANT EXECUTE ON FUNCTION recall.terms_of(tsvector) TO engram_recall;
+GRANT EXECUTE ON FUNCTION recall.item_terms(text) TO engram_recall;
 
 CREATE FUNCTION recall.term_stats(p_query text, p_lexemes text[])
 RETURNS TABLE (lexeme text, docs bigint, length bigint, in_query boolean)
@@ -38,10 +41,9 @@ BEGIN
         FROM memory.term_deltas d JOIN streams s ON s.stream_id = d.stream_id, wanted x
         WHERE d.lexeme = ANY (x.lexemes)
     )
-    SELECT c.lexeme, sum(c.docs)::bigint, sum(c.length)::bigint,
-           c.lexeme = ANY (min(w.lexemes))
+    SELECT c.lexeme, sum(c.docs)::bigint, sum(c.length)::bigint, c.lexeme = ANY (w.lexemes)
     FROM counts c, words w
-    GROUP BY c.lexeme
+    GROUP BY c.lexeme, w.lexemes
     HAVING sum(c.docs) > 0;
 END
 $fn$;

@@ -8,10 +8,7 @@ SELECT * FROM recall.full_text($1, $2)
 SELECT b.item_id, b.revision, b.scope, b.kind, b.title, b.content, b.pinned, b.updated_at,
        b.rank AS score, t.lexemes, t.tfs
 FROM recall.bm25($1, $2) WITH ORDINALITY AS b
-LEFT JOIN LATERAL (  -- by key, item by item: LIMIT keeps the planner from making it
-    -- a join, which read all the org's items (it expects 1,000 rows from a function)
-    SELECT w.lexemes, w.tfs FROM memory.items i, recall.terms_of(i.tsv) AS w
-    WHERE i.item_id = b.item_id LIMIT 1) AS t ON true
+CROSS JOIN LATERAL recall.item_terms(b.item_id) AS t  -- by key, item by item
 ORDER BY b.ordinality
 
 -- name: term_stats
@@ -99,10 +96,7 @@ LIMIT $3
 SELECT n.item_id, n.revision, n.scope, n.kind, n.title, n.content, n.pinned, n.updated_at,
        t.lexemes, t.tfs
 FROM recall.nearest($1, $2, $3, $4) WITH ORDINALITY AS n
-LEFT JOIN LATERAL (  -- by key, item by item: LIMIT keeps the planner from making it
-    -- a join, which read all the org's items (it expects 1,000 rows from a function)
-    SELECT w.lexemes, w.tfs FROM memory.items i, recall.terms_of(i.tsv) AS w
-    WHERE i.item_id = n.item_id LIMIT 1) AS t ON true
+CROSS JOIN LATERAL recall.item_terms(n.item_id) AS t  -- by key, item by item
 ORDER BY n.ordinality
 
 -- name: org_policy
