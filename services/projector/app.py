@@ -37,7 +37,10 @@ def create_app(
         await migrate_shared(common.database_url)
         await migrate(common.database_url, "projector", SQL_DIR)
         # Partitions are applied in parallel; each may also take a connection for keys.
-        pool = await create_pool(common.database_url, max_size=2 * common.partitions + 2)
+        # No session state: every setting and lock is the transaction's (no reset statement).
+        pool = await create_pool(
+            common.database_url, max_size=2 * common.partitions + 2, reset=False
+        )
         # The dead-letter callback binds late: the follower owns the producer.
         projector = EventProjector(
             KeyStore(pool, MasterKey(load_master_key(common))),
