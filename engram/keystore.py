@@ -57,18 +57,6 @@ class KeyStore:
                 self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
         return {k: self._cache[k] for k in wanted if k in self._cache}
 
-    def held(self, key_ids: set[str]) -> dict[str, bytes]:
-        """Those of these keys the cache holds."""
-        return {k: self._cache[k] for k in key_ids if k in self._cache}
-
-    def accept(self, key_ids: list[str], wrapped: list[bytes]) -> dict[str, bytes]:
-        """Unwrap keys a caller read from ``keystore.data_keys`` itself (in a statement of
-        its own), and cache them."""
-        keys = {k: self._master.unwrap(k, w) for k, w in zip(key_ids, wrapped, strict=True)}
-        for key_id, key in keys.items():
-            self._remember(key_id, key)
-        return keys
-
     async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         return await self.ensure(keys, set())
 

@@ -1,12 +1,14 @@
 """The projector's batch handler: decode -> guard -> open -> core.project -> SQL.
 
 A batch costs a handful of round trips whatever its size: one statement for the guard
-with the streams' heads, the items' statuses and the data keys not cached yet, one per
-kind of write, and one for the heads, the generations and the term counts at the end.
+with the streams' heads and the items' statuses, one per kind of write, and one for the
+heads, the generations and the term counts at the end. The data keys are fetched (on
+another connection) while the guard runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
@@ -53,32 +55,26 @@ class EventProjector:
                 await self._dead_letter_one(record, f"undecodable event: {exc}")
         if not good:
             return
+        # The keys come on another connection while the guard runs on this one.
         wanted = {s.key_id for _, _, ev in good for s in _sealed(ev)}
-        keys = self._keys.held(wanted)
-        fresh, heads, status = await self._guard(conn, good, wanted - keys.keys(), keys)
+        (fresh, heads, status), keys = await asyncio.gather(
+            self._guard(conn, good), self._keys.get_many(wanted)
+        )
         if fresh:
             await self._apply(conn, fresh, heads, status, keys)
 
     async def _guard(
-        self,
-        conn: asyncpg.Connection,
-        batch: list[Decoded],
-        missing_keys: set[str],
-        keys: dict[str, bytes],
+        self, conn: asyncpg.Connection, batch: list[Decoded]
     ) -> tuple[list[Decoded], dict[str, int], dict[str, str | None]]:
         """Apply each (stream_id, seq) once; report gaps and conflicting duplicates.
-        Returns the new events, the streams' heads as they were, and the items' statuses;
-        adds the missing data keys that still exist to ``keys``."""
+        Returns the new events, the streams' heads as they were, and the items' statuses."""
         columns = list(zip(*(_audit_row(env) for _, env, _ in batch), strict=True))
         row = await conn.fetchrow(
             Q["guard"],
             *columns,
             list({env.stream_id for _, env, _ in batch}),
             list({ev.item_id for _, _, ev in batch}),
-            list(missing_keys),
         )
-        if row["key_ids"]:
-            keys.update(self._keys.accept(row["key_ids"], row["key_wrapped"]))
         new = set(row["new"])
         heads: dict[str, int] = json.loads(row["heads"])
         status: dict[str, str | None] = json.loads(row["statuses"])

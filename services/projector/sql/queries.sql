@@ -1,7 +1,6 @@
 -- name: guard
 -- The (stream_id, seq) guard and the audit trail in one (the events that are new), with
--- the heads of the batch's streams and the statuses of its items as they were before it,
--- and the wrapped data keys the projector does not hold yet (a shredded one is absent).
+-- the heads of the batch's streams and the statuses of its items as they were before it.
 WITH new AS (
     INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision,
                               actor, command_id, occurred_at)
@@ -10,17 +9,12 @@ WITH new AS (
                          $11::timestamptz[])
     ON CONFLICT DO NOTHING
     RETURNING event_id
-), keys AS (
-    SELECT array_agg(key_id) AS ids, array_agg(wrapped) AS wrapped
-    FROM keystore.data_keys WHERE key_id = ANY($14)
 )
 SELECT ARRAY(SELECT event_id FROM new) AS new,
        (SELECT coalesce(jsonb_object_agg(stream_id, seq), '{}')::text
         FROM projector.stream_heads WHERE stream_id = ANY($12)) AS heads,
        (SELECT coalesce(jsonb_object_agg(item_id, status), '{}')::text
-        FROM memory.items WHERE item_id = ANY($13)) AS statuses,
-       keys.ids AS key_ids, keys.wrapped AS key_wrapped
-FROM keys
+        FROM memory.items WHERE item_id = ANY($13)) AS statuses
 
 -- name: finish
 -- After a batch's writes: the heads of its streams, the generations it bumped, and the
