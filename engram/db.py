@@ -27,15 +27,24 @@ SHARED_SQL_DIR = Path(__file__).parent / "sql"
 
 
 async def create_pool(
-    dsn: str, *, min_size: int = 1, max_size: int = 10, reset: bool = True
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    reset: bool = True,
+    settings: dict[str, str] | None = None,
 ) -> asyncpg.Pool:
     """A connection pool. ``reset=False`` returns connections without asyncpg's reset
     statement (RESET ALL, UNLISTEN *, CLOSE ALL, advisory unlocks: one more round trip
     per use), for a pool whose users keep no state in the session: every setting local
     to a transaction, no LISTEN, no cursors or locks outside one. An open transaction is
-    still rolled back."""
+    still rolled back. ``settings`` are the sessions' server settings."""
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, reset=None if reset else _keep_session
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        reset=None if reset else _keep_session,
+        server_settings=settings,
     )
     assert pool is not None
     return pool
