@@ -1,10 +1,14 @@
 """Write-path benchmark: sustained commands/s through command -> events -> projector,
 and HTTP remember -> visible-in-read-model latency at 1, 8 and 64 concurrent writers.
 
-Needs the stack and the services running (`engram up`). Prints the figures and writes
-them to bench/results/write_path.json.
+Needs the stack and the services running (`engram up`). Runs on this machine swing by
+±30% (autovacuum, the broker's compiler), so the whole set runs ``--rounds`` times, one
+after another, after ``--warmup`` requests that are not counted; each figure is reported
+as the median over the rounds with its range. Prints every round and the summary, and
+writes them to bench/results/write_path.json.
 
-    .venv/bin/python bench/bench_write_path.py [--commands 20000] [--latency-requests 400]
+    .venv/bin/python bench/bench_write_path.py [--rounds 3] [--warmup 200]
+        [--commands 20000] [--latency-requests 400]
 """
 
 from __future__ import annotations
@@ -161,31 +165,72 @@ async def latency(pool: asyncpg.Pool, writers: int, requests: int) -> dict[str, 
     }
 
 
+def summary(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each numeric figure of a set of rounds: its median, lowest and highest value."""
+    keys = [k for k, v in rows[0].items() if isinstance(v, int | float) and k != "writers"]
+    return {
+        k: {
+            "median": round(statistics.median(r[k] for r in rows), 1),
+            "min": min(r[k] for r in rows),
+            "max": max(r[k] for r in rows),
+        }
+        for k in keys
+    }
+
+
 async def main(args: argparse.Namespace) -> None:
     common = CommonSettings()
     pool = await asyncpg.create_pool(common.database_url, min_size=2, max_size=70)
     assert pool is not None
-    results: dict[str, object] = {"machine": "2 cores, 24 GiB", "when": time.strftime("%F %T")}
+    results: dict[str, object] = {
+        "machine": "2 cores, 24 GiB",
+        "when": time.strftime("%F %T"),
+        "rounds": args.rounds,
+    }
+    by_writers: dict[int, list[dict[str, float]]] = {1: [], 8: [], 64: []}
+    sustained_rows: list[dict[str, float]] = []
     try:
-        lat = []
-        for writers in (1, 8, 64):
-            row = await latency(pool, writers, max(args.latency_requests, writers * 4))
-            print(json.dumps(row))
-            lat.append(row)
-        results["http_latency"] = lat
-        row = await sustained(common, pool, args.commands, args.streams)
-        print(json.dumps(row))
-        results["sustained"] = row
+        if args.warmup:
+            print(f"warm-up: {args.warmup} requests at 8 writers, not counted")
+            await latency(pool, 8, args.warmup)
+        for n in range(1, args.rounds + 1):
+            for writers, rows in by_writers.items():
+                row = await latency(pool, writers, max(args.latency_requests, writers * 4))
+                print(json.dumps({"round": n, **row}))
+                rows.append(row)
+            row = await sustained(common, pool, args.commands, args.streams)
+            print(json.dumps({"round": n, **row}))
+            sustained_rows.append(row)
     finally:
         await pool.close()
+    results["http_latency"] = [
+        {"writers": w, **summary(rows), "rounds": rows} for w, rows in by_writers.items()
+    ]
+    results["sustained"] = {**summary(sustained_rows), "rounds": sustained_rows}
+    for w, rows in by_writers.items():
+        s = summary(rows)
+        print(
+            f"{w:>2} writers: visible p50 {_fig(s['visible_p50_ms'])} ms, "
+            f"p99 {_fig(s['visible_p99_ms'])} ms, {_fig(s['requests_per_second'])} req/s"
+        )
+    print(f"sustained: {_fig(summary(sustained_rows)['commands_per_second'])} commands/s")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {RESULTS}")
 
 
+def _fig(f: dict[str, float]) -> str:
+    return f"{f['median']} ({f['min']} to {f['max']})"
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--commands", type=int, default=20_000)
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--latency-requests", type=int, default=400)
-    asyncio.run(main(parser.parse_args()))
+    parsed = parser.parse_args()
+    if parsed.rounds < 1 or parsed.warmup < 0 or parsed.commands < 1:
+        parser.error("--rounds and --commands must be at least 1, --warmup at least 0")
+    asyncio.run(main(parsed))
