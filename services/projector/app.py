@@ -18,6 +18,7 @@ from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from engram.tracking import TrackedFollower
+from services.projector.adapters.deltas import vacuum_deltas
 from services.projector.handlers import EventProjector
 from services.projector.settings import ProjectorSettings
 
@@ -65,11 +66,19 @@ def create_app(
         )
         app.state.follower, app.state.projector = follower, projector
         task = supervise(follower.run(), "projector-follower")
+        vacuum = (
+            supervise(
+                vacuum_deltas(pool, lambda: follower.applied, settings.deltas_vacuum_seconds),
+                "projector-deltas-vacuum",
+            )
+            if settings.deltas_vacuum_seconds
+            else None
+        )
         log.info("projector_started", port=settings.port)
         try:
             yield
         finally:
-            await cancel(task)
+            await cancel(task, vacuum)
             await pool.close()
 
     app = FastAPI(title="Engram projector", lifespan=lifespan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from engram.settings import ServiceSettings
@@ -13,3 +14,6 @@ class ProjectorSettings(ServiceSettings):
     port: int = 8082
     group_id: str = "engram-projector"
     max_batch: int = 1000
+    # How often the term index's delta table is vacuumed while events are applied (see
+    # services/projector/adapters/deltas.py); 0 leaves it to autovacuum.
+    deltas_vacuum_seconds: float = Field(5.0, ge=0)
