@@ -76,12 +76,16 @@ async def matches(
     )
     vectors: asyncio.Task[list[Candidate] | None] | None = None
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
-        vectors = asyncio.create_task(nearest(store, embedder, p, query, settings, limit))
+        vectors = asyncio.create_task(
+            nearest(store, embedder, p, query, settings, limit, words=feedback)
+        )
     lists: dict[str, list[Candidate]] = {}
     try:
         if retrieval in ("hybrid", "full_text"):
             deep = max(limit, settings.feedback_pool) if feedback else limit
-            lists["full_text"] = await store.full_text(p, query, deep, settings.full_text_ranking)
+            lists["full_text"] = await store.full_text(
+                p, query, deep, settings.full_text_ranking, words=feedback
+            )
         found = await vectors if vectors is not None else None
     except BaseException:
         if vectors is not None:  # never leave it running, nor its error unread
@@ -127,14 +131,17 @@ async def nearest(
     query: str,
     settings: RecallSettings,
     limit: int,
+    *,
+    words: bool = False,
 ) -> list[Candidate] | None:
-    """The query's nearest vectors, or None when the query could not be embedded."""
+    """The query's nearest vectors, or None when the query could not be embedded
+    (``words``: with the items' words, for relevance feedback)."""
     vector = await query_vector(embedder, query)
     if vector is None:
         return None
     async with store.alongside(p):
         cut = settings.semantic_max_distance or embedder.max_distance
-        return await store.nearest(p, vector, embedder.model, cut, limit)
+        return await store.nearest(p, vector, embedder.model, cut, limit, words=words)
 
 
 async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | None:

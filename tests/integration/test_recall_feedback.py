@@ -68,7 +68,7 @@ async def test_candidates_come_with_their_words_and_the_statistics_with_the_quer
 ) -> None:
     org, ids = await seeded(stack_settings)
     store, ana = RecallStore(recall_pool), Principal(org=org, member="ana")
-    found = await store.full_text(ana, QUERY, 12)
+    found = await store.full_text(ana, QUERY, 12, words=True)
     first = found[0]
     assert first.item_id == ids["adopted"] and first.score > 0
     assert first.terms == {
@@ -107,7 +107,9 @@ async def test_the_first_answers_words_lift_the_candidate_that_shares_them(
 ) -> None:
     org, ids = await seeded(stack_settings)
     store, ana = RecallStore(recall_pool), Principal(org=org, member="ana")
-    plain = [c.item_id for c in await store.full_text(ana, QUERY, 12)]
+    plain_list = await store.full_text(ana, QUERY, 12)
+    assert all(c.terms is None for c in plain_list)  # words are read only when asked for
+    plain = [c.item_id for c in plain_list]
     # The question shares only "Caroline" with the walk, and as much with the painting.
     assert plain[0] == ids["adopted"] and set(plain) == {
         ids["adopted"],
@@ -116,7 +118,7 @@ async def test_the_first_answers_words_lift_the_candidate_that_shares_them(
     }
     assert plain.index(ids["painted"]) < plain.index(ids["walks"])
     async with store.session(ana):
-        lists = {"full_text": await store.full_text(ana, QUERY, 12)}
+        lists = {"full_text": await store.full_text(ana, QUERY, 12, words=True)}
         fed = await feed_back(store, ana, QUERY, lists, RecallSettings())
     # The first answer lends "dog" and "Rufus", which the walk holds too.
     assert [c.item_id for c in fed] == [ids["adopted"], ids["walks"], ids["painted"]]

@@ -52,10 +52,12 @@ class FullTextStore:
     async def session(self, p: Principal) -> AsyncIterator[None]:
         yield None
 
-    async def full_text(self, p: Principal, query: str, limit: int, *_: Any) -> list[Candidate]:
+    async def full_text(
+        self, p: Principal, query: str, limit: int, *_: Any, **__: Any
+    ) -> list[Candidate]:
         return self.found[:limit]
 
-    async def nearest(self, *args: Any) -> list[Candidate]:
+    async def nearest(self, *args: Any, **kwargs: Any) -> list[Candidate]:
         self.nearest_calls += 1
         return []
 

@@ -32,6 +32,7 @@ VECTORS = [item(i) for i in ("v1", "v2", "v3", "s1", "s2", "s3")]
 class TwoLists:
     def __init__(self, lists: tuple[list[Candidate], list[Candidate]] | None = None) -> None:
         self.asked: dict[str, int] = {}
+        self.words: dict[str, bool] = {}  # whether each list was asked for its words
         self.cut: float | None = None
         self.full_text_list, self.vector_list = lists or (FULL_TEXT, VECTORS)
         self.fed: list[str] | None = None
@@ -42,14 +43,25 @@ class TwoLists:
 
     alongside = session
 
-    async def full_text(self, p: Principal, query: str, limit: int, *_: Any) -> list[Candidate]:
+    async def full_text(
+        self, p: Principal, query: str, limit: int, *_: Any, words: bool = False
+    ) -> list[Candidate]:
         self.asked["full_text"] = limit
+        self.words["full_text"] = words
         return self.full_text_list[:limit]
 
     async def nearest(
-        self, p: Principal, vector: list[float], model: str, cut: float, limit: int
+        self,
+        p: Principal,
+        vector: list[float],
+        model: str,
+        cut: float,
+        limit: int,
+        *,
+        words: bool = False,
     ) -> list[Candidate]:
         self.asked["vector"], self.cut = limit, cut
+        self.words["vector"] = words
         return self.vector_list[:limit]
 
     async def term_stats(self, p: Principal, query: str, words: list[str]) -> TermStats:
@@ -108,10 +120,12 @@ async def test_feedback_ranks_the_full_text_pool_again_before_the_fusion() -> No
     # The full-text list is read as deep as the feedback pool (a packet's 12).
     assert store.asked == {"full_text": 12, "vector": 2}
     assert store.fed == ["kayak", "trip"]  # shared with the pool: not "lake"
+    assert store.words == {"full_text": True, "vector": True}  # both lists lend words
     assert found == ["t1", "v1"]
     # "trip" lifts all three; "kayak" lifts t3 past t2 as well.
     plain, store = await ids(NO_FEEDBACK, 3, TwoLists(WORDED))
     assert store.fed is None and plain == ["t1", "v1", "t2"]
+    assert store.words == {"full_text": False, "vector": False}  # no words read for nothing
     fed, _ = await ids(RecallSettings(), 3, TwoLists(WORDED))
     assert fed == ["t1", "v1", "t3"]
 
@@ -120,6 +134,7 @@ async def test_feedback_is_part_of_hybrid_search_only() -> None:
     for retrieval in ("full_text", "vector"):
         _, store = await ids(RecallSettings(), 2, TwoLists(WORDED), retrieval)
         assert store.fed is None and set(store.asked.values()) == {2}, retrieval
+        assert not any(store.words.values()), retrieval
     settings = RecallSettings(full_text_ranking="ts_rank_cd")
     _, store = await ids(settings, 2, TwoLists(WORDED))
     assert store.fed is None  # it scores with BM25, which ts_rank_cd's list is not ranked by

@@ -104,18 +104,25 @@ class RecallStore:
             _SESSION.reset(token)
 
     async def full_text(
-        self, p: Principal, query: str, limit: int, ranking: Ranking = "bm25"
+        self,
+        p: Principal,
+        query: str,
+        limit: int,
+        ranking: Ranking = "bm25",
+        *,
+        words: bool = False,
     ) -> list[Candidate]:
         """Items matching any of the query's words: BM25 over the term index, or
-        ``ts_rank_cd`` over every match (the seed's ranking, slower on large scopes)."""
-        if ranking == "bm25":
-            statement, argument = Q["bm25"], query
-        else:
-            statement, argument = Q["full_text"], or_query(query)
-        if not argument.strip():
+        ``ts_rank_cd`` over every match (the seed's ranking, slower on large scopes).
+        ``words``: BM25's candidates come with their words (for relevance feedback)."""
+        text = query if ranking == "bm25" else or_query(query)
+        if not text.strip():
             return []
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(statement, argument, limit)
+            if ranking == "bm25":
+                rows = await conn.fetch(Q["bm25"], text, limit, words)
+            else:
+                rows = await conn.fetch(Q["full_text"], text, limit)
         return [_candidate(r) for r in rows]
 
     async def term_stats(self, p: Principal, query: str, words: list[str]) -> TermStats:
@@ -134,11 +141,20 @@ class RecallStore:
         )
 
     async def nearest(
-        self, p: Principal, vector: list[float], model: str, max_distance: float, limit: int
+        self,
+        p: Principal,
+        vector: list[float],
+        model: str,
+        max_distance: float,
+        limit: int,
+        *,
+        words: bool = False,
     ) -> list[Candidate]:
+        """The nearest current vectors' items; ``words``: with their words, as in
+        ``full_text``."""
         literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(Q["nearest"], model, literal, max_distance, limit)
+            rows = await conn.fetch(Q["nearest"], model, literal, max_distance, limit, words)
         return [_candidate(r) for r in rows]
 
     async def org_policy(self, p: Principal) -> OrgPolicy:

@@ -4,11 +4,12 @@ SELECT * FROM recall.full_text($1, $2)
 
 -- name: bm25
 -- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
--- Each item comes with its words and their term frequencies, for relevance feedback.
+-- With $3, each item comes with its words and their term frequencies, for relevance
+-- feedback (read by key, item by item); without it, they are not read.
 SELECT b.item_id, b.revision, b.scope, b.kind, b.title, b.content, b.pinned, b.updated_at,
        b.rank AS score, t.lexemes, t.tfs
 FROM recall.bm25($1, $2) WITH ORDINALITY AS b
-CROSS JOIN LATERAL recall.item_terms(b.item_id) AS t  -- by key, item by item
+LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(b.item_id) WHERE $3) AS t ON true
 ORDER BY b.ordinality
 
 -- name: term_stats
@@ -92,11 +93,11 @@ LIMIT $3
 -- name: nearest
 -- Nearest vectors of the configured model (current revision, active items, under the
 -- max distance) with the items' text, for the transaction's principal.
--- Each item comes with its words, as in bm25.
+-- With $5, each item comes with its words, as in bm25.
 SELECT n.item_id, n.revision, n.scope, n.kind, n.title, n.content, n.pinned, n.updated_at,
        t.lexemes, t.tfs
 FROM recall.nearest($1, $2, $3, $4) WITH ORDINALITY AS n
-CROSS JOIN LATERAL recall.item_terms(n.item_id) AS t  -- by key, item by item
+LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(n.item_id) WHERE $5) AS t ON true
 ORDER BY n.ordinality
 
 -- name: org_policy
