@@ -31,14 +31,15 @@ async def create_pool(
     *,
     min_size: int = 1,
     max_size: int = 10,
-    reset: bool = True,
+    reset: bool = False,
     settings: dict[str, str] | None = None,
 ) -> asyncpg.Pool:
-    """A connection pool. ``reset=False`` returns connections without asyncpg's reset
-    statement (RESET ALL, UNLISTEN *, CLOSE ALL, advisory unlocks: one more round trip
-    per use), for a pool whose users keep no state in the session: every setting local
-    to a transaction, no LISTEN, no cursors or locks outside one. An open transaction is
-    still rolled back. ``settings`` are the sessions' server settings."""
+    """A connection pool whose connections go back without asyncpg's reset statement
+    (RESET ALL, UNLISTEN *, CLOSE ALL, advisory unlocks: one more round trip per use):
+    Engram keeps no state in a session (every setting is local to a transaction, no
+    LISTEN, no cursors or locks outside one). An open transaction is still rolled back.
+    Pass ``reset=True`` for users that do keep session state. ``settings`` are the
+    sessions' server settings."""
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,

@@ -41,7 +41,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await migrate_shared(common.database_url)
         await migrate(common.database_url, "command", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=8, reset=False)  # no session state
+        pool = await create_pool(common.database_url, max_size=8)
         keystore = KeyStore(pool, MasterKey(load_master_key(common)))
         verifier = TokenVerifier(common)
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)

@@ -49,7 +49,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await migrate_shared(common.database_url)  # the AI budget, before the extractor's
         await migrate(common.database_url, "extractor", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=4, reset=False)  # no session state
+        pool = await create_pool(common.database_url, max_size=4)
         publisher = CommandPublisher(common.kafka_bootstrap_servers)
         await publisher.start()
         client = httpx.AsyncClient()

@@ -38,13 +38,11 @@ def create_app(
         await migrate_shared(common.database_url)
         await migrate(common.database_url, "projector", SQL_DIR)
         # Partitions are applied in parallel; each may also take a connection for keys.
-        # No session state: every setting and lock is the transaction's (no reset statement).
         # Commits do not wait for the WAL flush: a batch lost in a crash loses its offsets
         # with it (same transaction), so the projector applies it again.
         pool = await create_pool(
             common.database_url,
             max_size=2 * common.partitions + 2,
-            reset=False,
             settings={"synchronous_commit": "off"},
         )
         # The dead-letter callback binds late: the follower owns the producer.

@@ -37,9 +37,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await _migrate(common.database_url)
         dsn = settings.database_url or with_user(common.database_url, settings.database_role)
-        # Recall keeps nothing in a session (its principal is set per transaction), so
-        # connections go back without asyncpg's reset statement.
-        pool = await create_pool(dsn, max_size=10, reset=False)
+        pool = await create_pool(dsn, max_size=10)  # the principal is set per transaction
         try:
             async with open_embedder(embedding, settings, pool) as embedder:
                 app.state.settings, app.state.store = settings, RecallStore(pool)

@@ -30,9 +30,9 @@ async def vacuum_deltas(
     seen = applied()
     while True:
         await asyncio.sleep(every)
-        if applied() == seen:
+        before, seen = seen, applied()
+        if seen == before:
             continue
-        seen = applied()
         try:
             await pool.execute(f"VACUUM {table}")
         except asyncpg.PostgresError as exc:  # a busy moment; the next round tries again
