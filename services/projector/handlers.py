@@ -37,6 +37,9 @@ log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
 DeadLetter = Callable[[Any, str], Awaitable[None]]
 Decoded = tuple[Any, EventEnvelope, Event]
+# Writes of a batch that run as one statement over all their rows (an array of a row type),
+# not one execution per row: the term index's trigger then indexes the batch in one go.
+ONE_STATEMENT = frozenset({"insert_item", "insert_revision"})
 
 
 class EventProjector:
@@ -150,8 +153,12 @@ class EventProjector:
             if isinstance(event, MemoryForgotten):
                 forgotten.append(event.item_id)
         for query in WRITE_ORDER:
-            if writes.get(query):
-                await conn.executemany(Q[query], writes[query])
+            if not (rows := writes.get(query)):
+                continue
+            if query in ONE_STATEMENT:
+                await conn.execute(Q[query], rows)
+            else:
+                await conn.executemany(Q[query], rows)
         # The heads of the streams written, the generations, and the term index's counts
         # (once per batch, not per item), in one statement.
         fresh_streams = {env.stream_id for _, env, _ in batch}

@@ -1,6 +1,6 @@
-"""The BM25 term index (projector 003_terms.sql and 005_term_deltas.sql, recall
-007_bm25_deltas.sql): kept by the items table's trigger through every change, ranked by
-word rarity, and emptied by a forget."""
+"""The BM25 term index (projector 003_terms.sql, 005_term_deltas.sql and
+008_statement_terms.sql, recall 007_bm25_deltas.sql): kept by the items table's triggers
+through every change, ranked by word rarity, and emptied by a forget."""
 
 from __future__ import annotations
 
@@ -132,3 +132,73 @@ async def test_the_store_ranks_by_either_setting(
             assert await store.full_text(ana, "the of", 30, ranking) == [], ranking
     finally:
         await pool.close()
+
+
+async def test_statements_of_many_rows_keep_the_counts_equal_to_a_recount(
+    owner: asyncpg.Connection,
+) -> None:
+    """The index follows a statement's rows together (008_statement_terms.sql): after a
+    many-row INSERT, UPDATE and DELETE, the postings and counts are those of a recount."""
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    stream = f"{org}/shared"
+    ids = [f"bm25-{uuid.uuid4()}" for _ in range(4)]
+    texts = [
+        "Deploys happen on Tuesday.",
+        "The deploy freeze starts Friday.",
+        "Tuesday standup moved to ten.",
+        "The the of and",
+    ]  # the last: stop words only
+    await owner.execute(
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "revision, created_by, created_at, updated_at) "
+        "SELECT i, $2, 'shared', $3, 'fact', 'active', t, 1, '{}', now(), now() "
+        "FROM unnest($1::text[], $4::text[]) AS u(i, t)",
+        ids,
+        org,
+        stream,
+        texts,
+    )
+    await owner.execute(  # one changes its words, one leaves 'active', one only its pin
+        "UPDATE memory.items SET "
+        "content = CASE WHEN item_id = $1 THEN 'Deploys happen on Wednesday.' ELSE content END, "
+        "status = CASE WHEN item_id = $2 THEN 'disabled' ELSE status END, "
+        "pinned = item_id = $3 WHERE item_id = ANY ($4)",
+        ids[0],
+        ids[1],
+        ids[2],
+        ids,
+    )
+    await owner.execute("DELETE FROM memory.items WHERE item_id = $1", ids[3])
+    await owner.execute("SELECT memory.fold_term_counts()")  # as the projector does
+
+    counts = await owner.fetch(
+        "SELECT lexeme, docs, length FROM memory.term_counts WHERE stream_id = $1 ORDER BY lexeme",
+        stream,
+    )
+    recount = await owner.fetch(
+        "SELECT l AS lexeme, count(*)::int AS docs, "
+        "       sum(CASE WHEN l = '' THEN length(tsv) ELSE 0 END)::bigint AS length "
+        "FROM memory.items, unnest(array_prepend('', tsvector_to_array(tsv))) AS l "
+        "WHERE stream_id = $1 AND status = 'active' GROUP BY l ORDER BY l",
+        stream,
+    )
+    assert [tuple(r) for r in counts] == [tuple(r) for r in recount]
+    assert {r["lexeme"] for r in counts} == {
+        "",
+        "deploy",
+        "happen",
+        "wednesday",
+        "tuesday",
+        "standup",
+        "move",
+        "ten",
+    }
+    postings = await owner.fetch(
+        "SELECT item_id, lexeme FROM memory.terms WHERE stream_id = $1", stream
+    )
+    expected = await owner.fetch(
+        "SELECT item_id, u.lexeme FROM memory.items, unnest(tsv) AS u "
+        "WHERE stream_id = $1 AND status = 'active'",
+        stream,
+    )
+    assert sorted(map(tuple, postings)) == sorted(map(tuple, expected))
