@@ -7,7 +7,10 @@ group is used only to share partitions among replicas.
 
 A fetch is applied in one transaction, whatever partitions it holds (one handler call,
 one commit, the offsets of all of them). Only a parallel follower with a large fetch
-splits it: one transaction per partition, applied concurrently.
+splits it: one transaction per partition, applied concurrently. A follower may also have
+a one-statement path (``one_statement``) that applies a fetch and stores its offsets in a
+single statement, without a transaction of its own, when it can; when it cannot (it has
+written nothing), the fetch takes the transaction.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
 # The records of one fetch (of one or several partitions), in one transaction.
 BatchHandler = Callable[[asyncpg.Connection, list[Record]], Awaitable[None]]
 Batches = dict[TopicPartition, list[Record]]
+OffsetRow = tuple[str, str, int, int]  # consumer (the group id), topic, partition, next offset
+# Apply the records and store the offsets in one statement; False when it wrote nothing.
+OneStatement = Callable[[asyncpg.Connection, list[Record], list[OffsetRow]], Awaitable[bool]]
 OFFSETS_UPSERT = (
     "INSERT INTO {table} (consumer, topic, partition, next_offset) "
     "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
@@ -77,6 +83,7 @@ class TrackedFollower:
         parallel: bool = False,
         split_above: int = 200,
         gather_ms: int = 0,
+        one_statement: OneStatement | None = None,
     ) -> None:
         """``parallel``: split a fetch of more than ``split_above`` records into one
         transaction per partition, applied concurrently; only for a handler whose writes
@@ -99,6 +106,7 @@ class TrackedFollower:
         self._group = group_id
         self._service = service
         self._handle = handle
+        self._one_statement = one_statement
         self._max_batch = max_batch
         self._parallel = parallel
         self._split_above = split_above
@@ -144,17 +152,19 @@ class TrackedFollower:
             await self._producer.stop()
 
     async def _apply(self, batches: Batches) -> None:
-        """One transaction: the handler over the records, and each partition's offset."""
+        """The records and each partition's offset: in one statement when the follower has
+        a one-statement path that takes them, else in one transaction with the handler."""
         records = [r for part in batches.values() for r in part]
-        async with self._pool.acquire() as conn, conn.transaction():
-            await self._handle(conn, records)
-            await conn.executemany(
-                OFFSETS_UPSERT.format(table=self._table),
-                [
-                    (self._group, tp.topic, tp.partition, part[-1].offset + 1)
-                    for tp, part in batches.items()
-                ],
-            )
+        offsets: list[OffsetRow] = [
+            (self._group, tp.topic, tp.partition, part[-1].offset + 1)
+            for tp, part in batches.items()
+        ]
+        async with self._pool.acquire() as conn:
+            fast = self._one_statement
+            if fast is None or not await fast(conn, records, offsets):
+                async with conn.transaction():
+                    await self._handle(conn, records)
+                    await conn.executemany(OFFSETS_UPSERT.format(table=self._table), offsets)
         self.applied += len(records)
         for tp, part in batches.items():
             self.positions[tp.partition] = self.next_offset[tp] = part[-1].offset + 1

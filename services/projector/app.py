@@ -58,6 +58,7 @@ def create_app(
             offsets_table="projector.offsets",
             service="projector",
             handle=projector.handle_batch,
+            one_statement=projector.apply_new_items,
             max_batch=settings.max_batch,
             # Every row the projector writes belongs to one stream, so to one partition.
             parallel=True,

@@ -1,9 +1,12 @@
 """The projector's batch handler: decode -> guard -> open -> core.project -> SQL.
 
-A batch costs a handful of round trips whatever its size: one statement for the guard
-with the streams' heads and the items' statuses, one per kind of write, and one for the
-heads, the generations and the term counts at the end. The data keys are fetched (on
-another connection) while the guard runs.
+A batch of new memories only (the bulk of the log) is applied by one statement with its
+offsets, outside a transaction (``apply_new_items``, 009_one_statement_batches.sql): two
+round trips with the data keys. Any other batch, or one that does not simply continue
+its streams, takes the full path in the follower's transaction (``handle_batch``): one
+statement for the guard with the streams' heads and the items' statuses, one per kind
+of write, and one for the heads, the generations and the term counts at the end; the
+data keys are fetched (on another connection) while the guard runs.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import asyncpg
 from pydantic import ValidationError
 
 from contracts.envelope import EventEnvelope
-from contracts.events import Event, MemoryForgotten, Sealed, parse_event
+from contracts.events import Event, MemoryForgotten, MemoryRemembered, Sealed, parse_event
 from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
+from engram.tracking import OffsetRow
 from services.projector.core import (
     WRITE_ORDER,
     Opened,
@@ -48,14 +52,46 @@ class EventProjector:
         self._dead_letter_one = dead_letter
         self.anomalies = 0
 
+    async def apply_new_items(
+        self, conn: asyncpg.Connection, records: list[Any], offsets: list[OffsetRow]
+    ) -> bool:
+        """Apply a batch of new memories and store ``offsets``, in one statement; True when
+        done. False, with nothing written, for any other batch: one with an event of
+        another kind or an undecodable one, or that does not go on from its streams'
+        heads, or that another applier recorded first. The full path then takes it."""
+        good, bad = _decode(records)
+        if bad or not all(isinstance(event, MemoryRemembered) for _, _, event in good):
+            return False
+        firsts: dict[str, int] = {}
+        lasts: dict[str, int] = {}
+        for _, env, _ in good:
+            if env.stream_id in lasts and env.seq != lasts[env.stream_id] + 1:
+                return False
+            firsts.setdefault(env.stream_id, env.seq)
+            lasts[env.stream_id] = env.seq
+        keys = await self._keys.get_many({s.key_id for _, _, ev in good for s in _sealed(ev)})
+        writes, bumped, _ = _plan(good, {}, keys)
+        streams = list(firsts)
+        try:
+            applied: bool = await conn.fetchval(
+                Q["apply_new_items"],
+                [_audit_row(env) for _, env, _ in good],
+                writes["insert_item"],
+                writes["insert_revision"],
+                streams,
+                [firsts[s] for s in streams],
+                [lasts[s] for s in streams],
+                *_generation_columns(bumped),
+                *(list(column) for column in zip(*offsets, strict=True)),
+            )
+        except asyncpg.UniqueViolationError:  # applied by another, meanwhile
+            return False
+        return applied
+
     async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
-        good: list[Decoded] = []
-        for record in records:
-            try:
-                env = EventEnvelope.model_validate_json(record.value or b"")
-                good.append((record, env, parse_event(env.type, env.schema_version, env.payload)))
-            except (ValidationError, KeyError, ValueError) as exc:
-                await self._dead_letter_one(record, f"undecodable event: {exc}")
+        good, bad = _decode(records)
+        for record, error in bad:
+            await self._dead_letter_one(record, error)
         if not good:
             return
         # The keys come on another connection while the guard runs on this one.
@@ -71,10 +107,9 @@ class EventProjector:
     ) -> tuple[list[Decoded], dict[str, int], dict[str, str | None]]:
         """Apply each (stream_id, seq) once; report gaps and conflicting duplicates.
         Returns the new events, the streams' heads as they were, and the items' statuses."""
-        columns = list(zip(*(_audit_row(env) for _, env, _ in batch), strict=True))
         row = await conn.fetchrow(
             Q["guard"],
-            *columns,
+            [_audit_row(env) for _, env, _ in batch],
             list({env.stream_id for _, env, _ in batch}),
             list({ev.item_id for _, _, ev in batch}),
         )
@@ -140,18 +175,7 @@ class EventProjector:
         status: dict[str, str | None],
         keys: dict[str, bytes],
     ) -> None:
-        writes: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-        generations: Counter[tuple[str, str]] = Counter()
-        forgotten: list[str] = []
-        for _, env, event in batch:
-            before = status.get(event.item_id)
-            if touches_active(event, before):
-                generations[org_scope(env.stream_id)] += 1
-            status[event.item_id] = status_after(event, before)
-            for write in project(env, event, _open(event, keys)):
-                writes[write.query].append(write.args)
-            if isinstance(event, MemoryForgotten):
-                forgotten.append(event.item_id)
+        writes, bumped, forgotten = _plan(batch, status, keys)
         for query in WRITE_ORDER:
             if not (rows := writes.get(query)):
                 continue
@@ -161,19 +185,58 @@ class EventProjector:
                 await conn.executemany(Q[query], rows)
         # The heads of the streams written, the generations, and the term index's counts
         # (once per batch, not per item), in one statement.
-        fresh_streams = {env.stream_id for _, env, _ in batch}
-        bumped = list(generations.items())
+        fresh_streams = list({env.stream_id for _, env, _ in batch})
         await conn.execute(
             Q["finish"],
-            list(fresh_streams),
+            fresh_streams,
             [heads[s] for s in fresh_streams],
-            [org for (org, _), _ in bumped],
-            [scope for (_, scope), _ in bumped],
-            [n for _, n in bumped],
+            *_generation_columns(bumped),
         )
         for item_id in forgotten:
             await shred(conn, item_id)
             self._keys.forget_cached(item_id)
+
+
+def _decode(records: list[Any]) -> tuple[list[Decoded], list[tuple[Any, str]]]:
+    """The decoded events, and the undecodable records with their errors."""
+    good: list[Decoded] = []
+    bad: list[tuple[Any, str]] = []
+    for record in records:
+        try:
+            env = EventEnvelope.model_validate_json(record.value or b"")
+            good.append((record, env, parse_event(env.type, env.schema_version, env.payload)))
+        except (ValidationError, KeyError, ValueError) as exc:
+            bad.append((record, f"undecodable event: {exc}"))
+    return good, bad
+
+
+def _plan(
+    batch: list[Decoded], status: dict[str, str | None], keys: dict[str, bytes]
+) -> tuple[defaultdict[str, list[tuple[Any, ...]]], Counter[tuple[str, str]], list[str]]:
+    """The batch's writes by query, the generations it bumps per (org, scope), and the
+    items it forgets; ``status`` (the items' statuses before the batch) is updated."""
+    writes: defaultdict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    generations: Counter[tuple[str, str]] = Counter()
+    forgotten: list[str] = []
+    for _, env, event in batch:
+        before = status.get(event.item_id)
+        if touches_active(event, before):
+            generations[org_scope(env.stream_id)] += 1
+        status[event.item_id] = status_after(event, before)
+        for write in project(env, event, _open(event, keys)):
+            writes[write.query].append(write.args)
+        if isinstance(event, MemoryForgotten):
+            forgotten.append(event.item_id)
+    return writes, generations, forgotten
+
+
+def _generation_columns(bumped: Counter[tuple[str, str]]) -> tuple[list[Any], ...]:
+    """Orgs, scopes and bumps, as the statements take them."""
+    return (
+        [org for org, _ in bumped],
+        [scope for _, scope in bumped],
+        list(bumped.values()),
+    )
 
 
 def _audit_row(env: EventEnvelope) -> tuple[Any, ...]:

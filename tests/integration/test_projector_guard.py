@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from contracts.envelope import Actor, EventEnvelope
-from contracts.events import SCHEMA_VERSIONS, Event, MemoryRemembered
+from contracts.events import SCHEMA_VERSIONS, Event, MemoryPinned, MemoryRemembered
 from engram.crypto import MasterKey, load_master_key, seal
 from engram.keystore import KeyStore
 from engram.settings import CommonSettings
@@ -74,6 +74,22 @@ class Stream:
         async with self.pool.acquire() as conn, conn.transaction():
             await self.projector.handle_batch(conn, records)
 
+    async def apply_in_one(self, records: list[Any]) -> bool:
+        """The one-statement path, as the follower tries it first (with its offsets)."""
+        offsets = [(self.org, "engram.events", 0, records[-1].offset + 1)]
+        async with self.pool.acquire() as conn:
+            return await self.projector.apply_new_items(conn, records, offsets)
+
+    async def applied_offset(self) -> int | None:
+        return await self.pool.fetchval(
+            "SELECT next_offset FROM projector.offsets WHERE consumer = $1", self.org
+        )
+
+    async def audit(self) -> int:
+        return await self.pool.fetchval(
+            "SELECT count(*) FROM memory.audit WHERE stream_id = $1", self.stream_id
+        )
+
     async def anomalies(self) -> list[tuple[str, int | None, int]]:
         rows = await self.pool.fetch(
             "SELECT kind, expected, got FROM projector.anomalies WHERE stream_id = $1 ORDER BY id",
@@ -122,3 +138,43 @@ async def test_each_seq_is_applied_once_and_gaps_and_conflicts_are_reported(
         "SELECT content FROM memory.items WHERE org = $1 ORDER BY content", s.org
     )
     assert [r["content"] for r in texts] == ["four", "one", "two"]
+
+
+async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all(
+    pool: asyncpg.Pool,
+) -> None:
+    s = Stream(pool)
+    first = [await s.remember(1, "one"), await s.remember(2, "two")]
+    assert await s.apply_in_one(first)
+    assert await s.state() == (2, 2, 2)
+    assert (await s.audit(), await s.applied_offset()) == (2, first[-1].offset + 1)
+    texts = await pool.fetch("SELECT content FROM memory.revisions WHERE org = $1", s.org)
+    assert sorted(r["content"] for r in texts) == ["one", "two"]
+
+    # Each of these writes nothing, offsets included: the full path takes the batch.
+    declined = [
+        first,  # read again: the stream's head is past it
+        [await s.remember(4, "four")],  # a gap
+        [await s.remember(3, "three"), await s.remember(5, "five")],  # a gap inside
+        [
+            s.record(
+                3, MemoryPinned(item_id=str(uuid.uuid4()), scope="shared", pinned=True, revision=2)
+            )
+        ],
+    ]
+    for batch in declined:
+        assert not await s.apply_in_one(batch)
+        assert await s.state() == (2, 2, 2)
+        assert (await s.audit(), await s.applied_offset()) == (2, first[-1].offset + 1)
+    assert await s.anomalies() == []  # the full path reports them
+
+    # Another applier recorded an event of the batch first: the whole statement rolls back.
+    racing = [await s.remember(3, "three"), await s.remember(4, "four")]
+    await s.apply([racing[1]])  # seq 4 alone: a gap, reported and applied
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE projector.stream_heads SET seq = 2 WHERE stream_id = $1", s.stream_id
+        )
+    assert not await s.apply_in_one(racing)
+    assert await s.state() == (3, 2, 3)
+    assert await s.audit() == 3

@@ -1,36 +1,19 @@
 -- name: guard
 -- The (stream_id, seq) guard and the audit trail in one (the events that are new), with
 -- the heads of the batch's streams and the statuses of its items as they were before it.
-WITH new AS (
-    INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, revision,
-                              actor, command_id, occurred_at)
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::text[], $8::int[], $9::jsonb[], $10::text[],
-                         $11::timestamptz[])
-    ON CONFLICT DO NOTHING
-    RETURNING event_id
-)
-SELECT ARRAY(SELECT event_id FROM new) AS new,
+SELECT ARRAY(SELECT projector.insert_audit($1)) AS new,
        (SELECT coalesce(jsonb_object_agg(stream_id, seq), '{}')::text
-        FROM projector.stream_heads WHERE stream_id = ANY($12)) AS heads,
+        FROM projector.stream_heads WHERE stream_id = ANY($2)) AS heads,
        (SELECT coalesce(jsonb_object_agg(item_id, status), '{}')::text
-        FROM memory.items WHERE item_id = ANY($13)) AS statuses
+        FROM memory.items WHERE item_id = ANY($3)) AS statuses
 
 -- name: finish
 -- After a batch's writes: the heads of its streams, the generations it bumped, and the
 -- term index's counts folded from the batch's deltas.
-WITH heads AS (
-    INSERT INTO projector.stream_heads (stream_id, seq)
-    SELECT * FROM unnest($1::text[], $2::bigint[])
-    ON CONFLICT (stream_id) DO UPDATE
-        SET seq = GREATEST(projector.stream_heads.seq, EXCLUDED.seq)
-), generations AS (
-    INSERT INTO memory.generations (org, scope, generation)
-    SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[])
-    ON CONFLICT (org, scope) DO UPDATE
-        SET generation = memory.generations.generation + EXCLUDED.generation
-)
-SELECT memory.fold_term_counts()
+SELECT projector.advance($1, $2, $3, $4, $5), memory.fold_term_counts()
+
+-- name: apply_new_items
+SELECT projector.apply_new_items($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 
 -- name: audit_at
 SELECT stream_id, seq, event_id FROM memory.audit
@@ -42,17 +25,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 
 -- name: insert_item
 -- A batch's new items in one statement (the term index's trigger runs once for all).
-INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, key, title, content,
-                          content_length, pinned, tags, sources, revision, replaces, expires_at,
-                          created_by, created_at, updated_at)
-SELECT r.*, r.created_at FROM unnest($1::projector.item_row[]) AS r
-ON CONFLICT (item_id) DO NOTHING
+SELECT projector.insert_items($1)
 
 -- name: insert_revision
-INSERT INTO memory.revisions (item_id, revision, org, scope, reason, title, content, content_hash,
-                              actor, command_id, occurred_at)
-SELECT * FROM unnest($1::projector.revision_row[])
-ON CONFLICT (item_id, revision) DO NOTHING
+SELECT projector.insert_revisions($1)
 
 -- name: copy_revision
 INSERT INTO memory.revisions (item_id, revision, org, scope, reason, title, content, content_hash,
