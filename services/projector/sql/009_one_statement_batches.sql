@@ -42,10 +42,15 @@ RETURNS void LANGUAGE sql AS $$
     ON CONFLICT (item_id, revision) DO NOTHING
 $$;
 
--- The heads of a batch's streams and the generations it bumped.
+-- The heads of a batch's streams and the generations it bumped. Each new head is also
+-- announced on the channel engram_projected, as '<seq> <stream_id>', when the batch
+-- commits: whoever holds a command's answer (its stream_id and seq) can LISTEN and know
+-- when its events are in the read models, without polling (a stream id too long for a
+-- notification, 8,000 bytes, is not announced).
 CREATE FUNCTION projector.advance(p_streams text[], p_heads bigint[], p_orgs text[],
                                   p_scopes text[], p_bumps bigint[])
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO projector.stream_heads (stream_id, seq)
     SELECT * FROM unnest(p_streams, p_heads)
     ON CONFLICT (stream_id) DO UPDATE
@@ -54,6 +59,10 @@ RETURNS void LANGUAGE sql AS $$
     SELECT * FROM unnest(p_orgs, p_scopes, p_bumps)
     ON CONFLICT (org, scope) DO UPDATE
         SET generation = memory.generations.generation + EXCLUDED.generation;
+    PERFORM pg_notify('engram_projected', h.seq || ' ' || h.stream_id)
+    FROM unnest(p_streams, p_heads) AS h(stream_id, seq)
+    WHERE octet_length(h.stream_id) < 7900;
+END
 $$;
 
 -- True when applied; false, with nothing written, when a stream of the batch does not go
