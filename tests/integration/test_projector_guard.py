@@ -4,6 +4,7 @@ projector.anomalies, not papered over. The generation and the stream's head foll
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -178,3 +179,29 @@ async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all
     assert not await s.apply_in_one(racing)
     assert await s.state() == (3, 2, 3)
     assert await s.audit() == 3
+
+
+async def test_each_new_head_is_announced_when_its_batch_commits(pool: asyncpg.Pool) -> None:
+    """Both paths announce '<seq> <stream_id>' on engram_projected, after the commit."""
+    s = Stream(pool)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+
+    def announced(_conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if str(payload).endswith(f" {s.stream_id}"):  # not another test's streams
+            heard.put_nowait(str(payload))
+
+    listener = await pool.acquire()
+    await listener.add_listener("engram_projected", announced)
+    try:
+        assert await s.apply_in_one([await s.remember(1, "one"), await s.remember(2, "two")])
+        assert await asyncio.wait_for(heard.get(), 10) == f"2 {s.stream_id}"
+        await s.apply([await s.remember(3, "three")])  # the full path
+        assert await asyncio.wait_for(heard.get(), 10) == f"3 {s.stream_id}"
+        async with pool.acquire() as conn, conn.transaction():
+            await s.projector.handle_batch(conn, [await s.remember(4, "four")])
+            with pytest.raises(TimeoutError):  # nothing before the commit
+                await asyncio.wait_for(heard.get(), 0.5)
+        assert await asyncio.wait_for(heard.get(), 10) == f"4 {s.stream_id}"
+    finally:
+        await listener.remove_listener("engram_projected", announced)
+        await pool.release(listener)
