@@ -23,7 +23,7 @@ from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
 from services.command.adapters.writer import PartitionWriter
-from services.command.handlers import router
+from services.command.handlers import routes
 from services.command.settings import CommandSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -94,5 +94,5 @@ def create_app(
         }
 
     install_health(app, ready)
-    app.include_router(router)
+    app.router.routes.extend(routes)
     return app

@@ -129,9 +129,13 @@ async def test_bad_input_gets_typed_problems(services: dict[str, str]) -> None:
         no_project = await http.post(url, headers=ana.headers,
                                      json={"content": "x", "scope": "project"})
         missing = await http.post(f"{url}/does-not-exist/pin", headers=ana.headers)
+        no_action = await http.post(f"{url}/does-not-exist/polish", headers=ana.headers)
+        no_payload = await http.post(f"{services['command']}/v1/commands", headers=ana.headers,
+                                     json={"type": "RememberMemory"})
     for response, status in ((too_long, 422), (unknown, 422), (other_scope, 422),
                              (not_json, 422), (no_token, 401), (bad_token, 401),
-                             (no_project, 403), (missing, 404)):
+                             (no_project, 403), (missing, 404), (no_action, 422),
+                             (no_payload, 422)):
         assert response.status_code == status, response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert response.json()["status"] == status and response.json()["detail"]
