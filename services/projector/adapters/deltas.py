@@ -1,11 +1,13 @@
 """Keeping the term index's delta table small.
 
-Every batch's fold (``memory.fold_term_counts``) deletes the rows the batch's trigger
-appended, so the table holds nothing live between transactions, but each fold scans all of
-its pages, dead rows included. After a burst of writes that was thousands of empty pages a
-batch, until autovacuum came by (at most once a minute): about 0.8 ms of Postgres CPU per
-request at eight writers. Vacuuming it every few seconds while the projector writes keeps
-it at a page or two; VACUUM takes no lock that stops the projector's writes.
+A batch's updates and removals of items append count deltas (new items' counts go to
+``memory.term_counts`` directly, 008_statement_terms.sql), and its fold
+(``memory.fold_term_counts``) deletes them, so the table holds nothing live between
+transactions, but each fold scans all of its pages, dead rows included. After a burst of
+writes that was thousands of empty pages a batch, until autovacuum came by (at most once a
+minute): about 0.8 ms of Postgres CPU per request at eight writers. Vacuuming it every few
+seconds while the projector writes keeps it at a page or two; VACUUM takes no lock that
+stops the projector's writes.
 """
 
 from __future__ import annotations
