@@ -236,7 +236,7 @@ async def main(args: argparse.Namespace) -> None:
         "model": model,
         "recall": {m: summarise(s) for m, s in scores.items()},
     }
-    for mode, table in results["recall"].items():  # type: ignore[union-attr]
+    for mode, table in results["recall"].items():
         print(f"{mode:>9}: " + "  ".join(f"{c} {v}" for c, v in table["overall"].items()))
         for category, row in sorted(table.items()):
             if category != "overall":
