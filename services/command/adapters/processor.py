@@ -41,6 +41,7 @@ from services.command.adapters.writer import (
 )
 
 log = get_logger(__name__)
+_READY_ROUNDS = 20  # event-loop turns a batch waits, at most, for commands already here
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -145,11 +146,26 @@ class PartitionWorker:
             await self._task
         await self.writer.stop()
 
+    async def _gather(self) -> None:
+        """Let the commands that have already arrived join the batch before it is taken,
+        as a group commit does: their HTTP handlers may be ready to run on the event loop
+        behind this task. A Kafka transaction costs the broker and this service
+        milliseconds of CPU whatever it holds, so fuller ones leave more CPU to the rest.
+        A lone writer waits for nothing: the queue stops growing at once."""
+        for _ in range(_READY_ROUNDS):
+            queued = len(self._queue)
+            await asyncio.sleep(0)
+            if len(self._queue) == queued:
+                return
+
     async def _run(self) -> None:
         while not self._closing:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue and not self._closing:
+                await self._gather()
+                if self._closing or not self._queue:  # closed (queue dropped) meanwhile
+                    break
                 batch = [
                     self._queue.popleft()
                     for _ in range(min(len(self._queue), self._processor.max_batch))
