@@ -7,7 +7,6 @@ replayed after a crash converges to the same rows.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +74,7 @@ def status_after(event: Event, before: str | None) -> str | None:
 
 def project(env: EventEnvelope, event: Event, opened: Opened) -> list[Write]:
     org, scope = org_scope(env.stream_id)
-    actor = json.dumps(env.actor.model_dump(mode="json"))
+    actor = env.actor.model_dump_json()
     at = env.occurred_at
     if isinstance(event, MemoryRemembered):
         return [

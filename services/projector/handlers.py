@@ -250,7 +250,7 @@ def _audit_row(env: EventEnvelope) -> tuple[Any, ...]:
         org,
         scope,
         env.payload.get("revision"),
-        json.dumps(env.actor.model_dump(mode="json")),
+        env.actor.model_dump_json(),
         env.command_id,
         env.occurred_at,
     )
