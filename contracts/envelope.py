@@ -38,8 +38,9 @@ class CommandEnvelope(BaseModel):
     payload: dict[str, Any]
 
 
-class EventEnvelope(BaseModel):
-    """An event on ``engram.events`` (key = ``stream_id``); tolerant of added fields."""
+class EventHeader(BaseModel):
+    """Every field of an event envelope but its payload: what a reader keeps beside the
+    decoded event (``contracts.events.decode_event``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -51,6 +52,11 @@ class EventEnvelope(BaseModel):
     command_id: str
     occurred_at: datetime
     actor: Actor
+
+
+class EventEnvelope(EventHeader):
+    """An event on ``engram.events`` (key = ``stream_id``); tolerant of added fields."""
+
     payload: dict[str, Any]
 
 

@@ -7,11 +7,12 @@ data key. Deleting that key (forget) makes every copy in the log unreadable.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from contracts.commands import Kind
+from contracts.envelope import EventEnvelope, EventHeader
 
 Status = Literal["candidate", "active", "disabled", "archived", "forgotten"]
 
@@ -99,3 +100,40 @@ def parse_event(type_: str, schema_version: int, payload: dict[str, Any]) -> Eve
     if model is None:
         raise KeyError(f"unknown event type {type_!r}")
     return model.model_validate(upcast(type_, schema_version, payload))
+
+
+# One envelope model per event type, its payload typed: a reader decodes an event of the
+# current schema version in one pass over the JSON (6.5 us against 12.8 for the envelope
+# and then its payload), with no payload dict in between.
+def _typed_envelopes() -> Any:
+    """The discriminated union of those models (built at run time, so typed ``Any``)."""
+    models = []
+    for name, model in EVENTS.items():
+        literal: Any = Literal[name]
+        models.append(
+            create_model(
+                f"{name}Envelope", __base__=EventHeader, type=(literal, ...), payload=(model, ...)
+            )
+        )
+    union: Any = Union[tuple(models)]  # noqa: UP007 (a tuple of types, built at run time)
+    return Annotated[union, Field(discriminator="type")]
+
+
+_TYPED: TypeAdapter[Any] = TypeAdapter(_typed_envelopes())
+
+
+def decode_event(raw: bytes) -> tuple[EventHeader, Event]:
+    """An event record's envelope (without its payload) and its event.
+
+    One pass when the event is of the current schema version; any other record takes
+    the two steps (envelope, then ``parse_event``, which upcasts an older version) and
+    raises what they raise: ``ValidationError``, ``KeyError`` for an unknown type,
+    ``ValueError`` for a version newer than this reader."""
+    try:
+        typed = _TYPED.validate_json(raw)
+    except ValidationError:
+        typed = None
+    if typed is not None and typed.schema_version == SCHEMA_VERSIONS[typed.type]:
+        return typed, typed.payload
+    env = EventEnvelope.model_validate_json(raw)
+    return env, parse_event(env.type, env.schema_version, env.payload)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from contracts.conversations import ConversationTurn
 from contracts.envelope import EventEnvelope
-from contracts.events import Event, MemoryForgotten, MemoryRemembered, parse_event
+from contracts.events import Event, MemoryForgotten, MemoryRemembered, decode_event
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.db import load_queries
 from engram.logging import get_logger
@@ -138,15 +138,24 @@ class SourceRecorder:
 
 def _watched_event(record: Any) -> tuple[str, Event] | None:
     """(org, event) for the events that matter here; None for every other type."""
+    raw = record.value or b""
     try:
-        env = EventEnvelope.model_validate_json(record.value or b"")
-        if env.type not in WATCHED:
-            return None
-        return env.stream_id.split("/", 1)[0], parse_event(
-            env.type, env.schema_version, env.payload
-        )
+        env, event = decode_event(raw)
     except (ValueError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
+        if _unwatched(raw):  # not this reader's to judge: the projector reports it
+            return None
         raise PoisonMessageError(f"undecodable event: {exc}") from exc
+    if env.type not in WATCHED:
+        return None
+    return env.stream_id.split("/", 1)[0], event
+
+
+def _unwatched(raw: bytes) -> bool:
+    """An envelope that decodes, of a type this reader does not watch."""
+    try:
+        return EventEnvelope.model_validate_json(raw).type not in WATCHED
+    except ValueError:
+        return False
 
 
 async def _record(conn: asyncpg.Connection, org: str, event: Event) -> None:

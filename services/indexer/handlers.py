@@ -13,8 +13,8 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
-from contracts.envelope import EventEnvelope
-from contracts.events import Event, MemoryForgotten, Sealed, parse_event
+from contracts.envelope import EventHeader
+from contracts.events import Event, MemoryForgotten, Sealed, decode_event
 from engram.crypto import open_sealed
 from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider
@@ -40,7 +40,7 @@ class Prepared:
 @dataclass(frozen=True)
 class Decoded:
     record: Any
-    env: EventEnvelope
+    env: EventHeader
     event: Event
 
 
@@ -88,8 +88,7 @@ class EventIndexer:
         good = []
         for record in records:
             try:
-                env = EventEnvelope.model_validate_json(record.value or b"")
-                event = parse_event(env.type, env.schema_version, env.payload)
+                env, event = decode_event(record.value or b"")
             except (ValidationError, KeyError, ValueError) as exc:
                 metrics.DEAD_LETTERED.labels("undecodable").inc()
                 await dead_letter(record, f"undecodable event: {exc}")

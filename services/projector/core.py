@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.envelope import EventEnvelope
+from contracts.envelope import EventHeader
 from contracts.events import (
     Event,
     MemoryForgotten,
@@ -72,7 +72,7 @@ def status_after(event: Event, before: str | None) -> str | None:
     return before
 
 
-def project(env: EventEnvelope, event: Event, opened: Opened) -> list[Write]:
+def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
     org, scope = org_scope(env.stream_id)
     actor = env.actor.model_dump_json()
     at = env.occurred_at
@@ -195,7 +195,7 @@ def _revision_row(
     opened: Opened,
     content_hash: str,
     actor: str,
-    env: EventEnvelope,
+    env: EventHeader,
 ) -> Write:
     return Write(
         "insert_revision",

@@ -21,8 +21,8 @@ from typing import Any
 import asyncpg
 from pydantic import ValidationError
 
-from contracts.envelope import EventEnvelope
-from contracts.events import Event, MemoryForgotten, MemoryRemembered, Sealed, parse_event
+from contracts.envelope import EventHeader
+from contracts.events import Event, MemoryForgotten, MemoryRemembered, Sealed, decode_event
 from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
@@ -40,7 +40,7 @@ from services.projector.core import (
 log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
 DeadLetter = Callable[[Any, str], Awaitable[None]]
-Decoded = tuple[Any, EventEnvelope, Event]
+Decoded = tuple[Any, EventHeader, Event]
 # Writes of a batch that run as one statement over all their rows (an array of a row type),
 # not one execution per row: the term index's trigger then indexes the batch in one go.
 ONE_STATEMENT = frozenset({"insert_item", "insert_revision"})
@@ -75,7 +75,7 @@ class EventProjector:
         try:
             applied: bool = await conn.fetchval(
                 Q["apply_new_items"],
-                [_audit_row(env) for _, env, _ in good],
+                [_audit_row(env, event) for _, env, event in good],
                 writes["insert_item"],
                 writes["insert_revision"],
                 streams,
@@ -109,7 +109,7 @@ class EventProjector:
         Returns the new events, the streams' heads as they were, and the items' statuses."""
         row = await conn.fetchrow(
             Q["guard"],
-            [_audit_row(env) for _, env, _ in batch],
+            [_audit_row(env, event) for _, env, event in batch],
             list({env.stream_id for _, env, _ in batch}),
             list({ev.item_id for _, _, ev in batch}),
         )
@@ -140,7 +140,7 @@ class EventProjector:
         conn: asyncpg.Connection,
         kind: str,
         record: Any,
-        env: EventEnvelope,
+        env: EventHeader,
         expected: int | None,
     ) -> None:
         self.anomalies += 1
@@ -203,8 +203,8 @@ def _decode(records: list[Any]) -> tuple[list[Decoded], list[tuple[Any, str]]]:
     bad: list[tuple[Any, str]] = []
     for record in records:
         try:
-            env = EventEnvelope.model_validate_json(record.value or b"")
-            good.append((record, env, parse_event(env.type, env.schema_version, env.payload)))
+            env, event = decode_event(record.value or b"")
+            good.append((record, env, event))
         except (ValidationError, KeyError, ValueError) as exc:
             bad.append((record, f"undecodable event: {exc}"))
     return good, bad
@@ -239,17 +239,17 @@ def _generation_columns(bumped: Counter[tuple[str, str]]) -> tuple[list[Any], ..
     )
 
 
-def _audit_row(env: EventEnvelope) -> tuple[Any, ...]:
+def _audit_row(env: EventHeader, event: Event) -> tuple[Any, ...]:
     org, scope = org_scope(env.stream_id)
     return (
         env.stream_id,
         env.seq,
         env.event_id,
         env.type,
-        env.payload.get("item_id", ""),
+        event.item_id,
         org,
         scope,
-        env.payload.get("revision"),
+        getattr(event, "revision", None),
         env.actor.model_dump_json(),
         env.command_id,
         env.occurred_at,

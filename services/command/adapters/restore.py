@@ -24,8 +24,8 @@ from aiokafka import TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.envelope import EventEnvelope
-from contracts.events import Event, parse_event
+from contracts.envelope import EventHeader
+from contracts.events import Event, decode_event
 from engram.kafka import consumer
 from engram.logging import get_logger
 from services.command.state import StreamState, evolve
@@ -153,17 +153,16 @@ def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[
     ]
 
 
-def _decode(raw: bytes) -> tuple[EventEnvelope, Event] | None:
+def _decode(raw: bytes) -> tuple[EventHeader, Event] | None:
     try:
-        env = EventEnvelope.model_validate_json(raw)
-        return env, parse_event(env.type, env.schema_version, env.payload)
+        return decode_event(raw)
     except (ValidationError, KeyError, ValueError) as exc:
         # Not an event this writer wrote: the projector dead-letters it; skip it here.
         log.error("undecodable_event_skipped", error=str(exc)[:300])
         return None
 
 
-def _fold(states: States, env: EventEnvelope, event: Event) -> None:
+def _fold(states: States, env: EventHeader, event: Event) -> None:
     state = states.setdefault(env.stream_id, StreamState(env.stream_id))
     if env.seq != state.seq + 1:
         # Only the writer appends; a gap means the log and the writer disagree.

@@ -1,0 +1,122 @@
+"""decode_event: one pass for the current schema version, the same answer as the two
+steps (envelope, then parse_event), and the two steps for everything else."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from contracts import events as ev
+from contracts import upcasters
+from contracts.envelope import Actor, EventEnvelope, EventHeader
+from contracts.events import MemoryPinned, MemoryRemembered, Sealed, decode_event, parse_event
+
+SEALED = Sealed(key_id="i-1", nonce="bm9uY2U=", ciphertext="Y2lwaGVy")
+
+
+def raw(event: ev.Event, **changes: Any) -> bytes:
+    env = EventEnvelope(
+        event_id="e-1",
+        type=type(event).__name__,
+        stream_id="acme/member:ana",
+        seq=3,
+        command_id="c-1",
+        occurred_at=datetime(2026, 11, 30, tzinfo=UTC),
+        actor=Actor(org="acme", member="ana"),
+        payload=event.model_dump(mode="json"),
+    )
+    body = json.loads(env.model_dump_json())
+    body.update(changes)
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        MemoryRemembered(
+            item_id="i-1",
+            scope="member:ana",
+            kind="fact",
+            status="active",
+            content=SEALED,
+            content_hash="h",
+            content_length=5,
+            tags=("a",),
+        ),
+        MemoryPinned(item_id="i-1", revision=2, pinned=True),
+        ev.MemoryForgotten(item_id="i-1", revisions=2, content_hashes=("h",)),
+    ],
+)
+def test_one_pass_gives_what_the_two_steps_give(event: ev.Event) -> None:
+    data = raw(event)
+    header, decoded = decode_event(data)
+    env = EventEnvelope.model_validate_json(data)
+    assert decoded == parse_event(env.type, env.schema_version, env.payload) == event
+    assert isinstance(header, EventHeader)
+    fields = set(EventHeader.model_fields)
+    assert header.model_dump(include=fields) == env.model_dump(include=fields)
+
+
+def test_added_fields_are_ignored_in_the_envelope_and_the_payload() -> None:
+    event = MemoryPinned(item_id="i-1", revision=2, pinned=True)
+    body = json.loads(raw(event, added_later=1))
+    body["payload"]["also_new"] = "x"
+    assert decode_event(json.dumps(body).encode())[1] == event
+
+
+def test_an_older_version_is_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pretend MemoryPinned is at v2, whose upcaster from v1 unpins: a v1 record must go
+    # through it, even though it would also parse as v2 in one pass.
+    monkeypatch.setitem(ev.SCHEMA_VERSIONS, "MemoryPinned", 2)
+    monkeypatch.setitem(upcasters.UPCASTERS, ("MemoryPinned", 1), lambda p: {**p, "pinned": False})
+    _, event = decode_event(raw(MemoryPinned(item_id="i-1", revision=2, pinned=True)))
+    assert event == MemoryPinned(item_id="i-1", revision=2, pinned=False)
+
+
+def test_bad_records_raise_what_the_two_steps_raise() -> None:
+    pinned = MemoryPinned(item_id="i-1", revision=2, pinned=True)
+    with pytest.raises(ValidationError):
+        decode_event(b"not json")
+    with pytest.raises(ValidationError):
+        decode_event(b'{"type": "MemoryPinned"}')
+    with pytest.raises(KeyError, match="unknown event type"):
+        decode_event(raw(pinned, type="MemoryExploded"))
+    with pytest.raises(ValueError, match="newer than this reader"):
+        decode_event(raw(pinned, schema_version=2))
+    body = json.loads(raw(pinned))
+    del body["payload"]["pinned"]
+    with pytest.raises(ValidationError):
+        decode_event(json.dumps(body).encode())
+
+
+def test_the_extractor_judges_only_the_events_it_watches() -> None:
+    from types import SimpleNamespace
+
+    from engram.tracking import PoisonMessageError
+    from services.extractor.handlers import _watched_event
+
+    remembered = MemoryRemembered(
+        item_id="i-1",
+        scope="member:ana",
+        kind="fact",
+        status="active",
+        content=SEALED,
+        content_hash="h",
+        content_length=5,
+        sources=("turn-1",),
+    )
+    assert _watched_event(SimpleNamespace(value=raw(remembered))) == ("acme", remembered)
+    pinned = json.loads(raw(MemoryPinned(item_id="i-1", revision=2, pinned=True)))
+    del pinned["payload"]["pinned"]  # broken, but not a type the extractor reads
+    assert _watched_event(SimpleNamespace(value=json.dumps(pinned).encode())) is None
+    assert _watched_event(SimpleNamespace(value=raw(remembered, type="MemoryExploded"))) is None
+    broken = json.loads(raw(remembered))
+    del broken["payload"]["content"]
+    with pytest.raises(PoisonMessageError):
+        _watched_event(SimpleNamespace(value=json.dumps(broken).encode()))
+    with pytest.raises(PoisonMessageError):
+        _watched_event(SimpleNamespace(value=b"not json"))
