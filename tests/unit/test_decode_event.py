@@ -18,6 +18,19 @@ from contracts.events import MemoryPinned, MemoryRemembered, Sealed, decode_even
 SEALED = Sealed(key_id="i-1", nonce="bm9uY2U=", ciphertext="Y2lwaGVy")
 
 
+def remembered(**fields: Any) -> MemoryRemembered:
+    return MemoryRemembered(
+        item_id="i-1",
+        scope="member:ana",
+        kind="fact",
+        status="active",
+        content=SEALED,
+        content_hash="h",
+        content_length=5,
+        **fields,
+    )
+
+
 def raw(event: ev.Event, **changes: Any) -> bytes:
     env = EventEnvelope(
         event_id="e-1",
@@ -37,16 +50,7 @@ def raw(event: ev.Event, **changes: Any) -> bytes:
 @pytest.mark.parametrize(
     "event",
     [
-        MemoryRemembered(
-            item_id="i-1",
-            scope="member:ana",
-            kind="fact",
-            status="active",
-            content=SEALED,
-            content_hash="h",
-            content_length=5,
-            tags=("a",),
-        ),
+        remembered(tags=("a",)),
         MemoryPinned(item_id="i-1", revision=2, pinned=True),
         ev.MemoryForgotten(item_id="i-1", revisions=2, content_hashes=("h",)),
     ],
@@ -99,22 +103,13 @@ def test_the_extractor_judges_only_the_events_it_watches() -> None:
     from engram.tracking import PoisonMessageError
     from services.extractor.handlers import _watched_event
 
-    remembered = MemoryRemembered(
-        item_id="i-1",
-        scope="member:ana",
-        kind="fact",
-        status="active",
-        content=SEALED,
-        content_hash="h",
-        content_length=5,
-        sources=("turn-1",),
-    )
-    assert _watched_event(SimpleNamespace(value=raw(remembered))) == ("acme", remembered)
+    event = remembered(sources=("turn-1",))
+    assert _watched_event(SimpleNamespace(value=raw(event))) == ("acme", event)
     pinned = json.loads(raw(MemoryPinned(item_id="i-1", revision=2, pinned=True)))
     del pinned["payload"]["pinned"]  # broken, but not a type the extractor reads
     assert _watched_event(SimpleNamespace(value=json.dumps(pinned).encode())) is None
-    assert _watched_event(SimpleNamespace(value=raw(remembered, type="MemoryExploded"))) is None
-    broken = json.loads(raw(remembered))
+    assert _watched_event(SimpleNamespace(value=raw(event, type="MemoryExploded"))) is None
+    broken = json.loads(raw(event))
     del broken["payload"]["content"]
     with pytest.raises(PoisonMessageError):
         _watched_event(SimpleNamespace(value=json.dumps(broken).encode()))
