@@ -134,6 +134,32 @@ async def test_the_store_ranks_by_either_setting(
         await pool.close()
 
 
+async def test_ts_rank_cd_finds_rare_and_common_words_alike(
+    stack_settings: dict[str, str], owner: asyncpg.Connection
+) -> None:
+    """recall.full_text reads a rare word's few items through the term index and checks
+    every visible item for a common word (009_full_text_by_terms.sql): both ways give
+    every match of the visible scopes, and nothing of a scope the caller cannot see."""
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    ana = Principal(org=org, member="ana")
+    common = [await seed(owner, org, "shared", f"Standup moved to {n} today.") for n in range(29)]
+    kayak = await seed(owner, org, "shared", "The kayak rental closes at six.")
+    mine = await seed(owner, org, "member:ana", "Standup notes: book the kayak.")
+    await seed(owner, org, "member:bob", "Bob's kayak and standup notes.")  # not ana's
+    pool = await asyncpg.create_pool(
+        with_user(stack_settings["DATABASE_URL"], "engram_recall"), min_size=1, max_size=2
+    )
+    assert pool is not None
+    store = RecallStore(pool)
+    try:
+        rare = await store.full_text(ana, "kayak", 50, "ts_rank_cd")  # 3 of 32: the index
+        assert {c.item_id for c in rare} == {kayak, mine}
+        frequent = await store.full_text(ana, "standup", 50, "ts_rank_cd")  # 31: every item
+        assert {c.item_id for c in frequent} == {*common, mine}
+    finally:
+        await pool.close()
+
+
 async def test_statements_of_many_rows_keep_the_counts_equal_to_a_recount(
     owner: asyncpg.Connection,
 ) -> None:
