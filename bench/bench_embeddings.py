@@ -38,7 +38,7 @@ from engram.crypto import MasterKey, load_master_key
 from engram.embeddings.providers import LOCAL_MODEL, LocalProvider
 from engram.keystore import KeyStore
 from engram.settings import CommonSettings
-from services.indexer.adapters.follower import PreparingFollower
+from engram.tracking import PreparingFollower
 from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 

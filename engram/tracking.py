@@ -11,13 +11,17 @@ splits it: one transaction per partition, applied concurrently. A follower may a
 a one-statement path (``one_statement``) that applies a fetch and stores its offsets in a
 single statement, without a transaction of its own, when it can; when it cannot (it has
 written nothing), the fetch takes the transaction.
+
+``PreparingFollower`` puts a step in front of that: each fetch is first *prepared*
+(decoded, and for the indexer folded and embedded) with no transaction open, once; its
+one-statement path and its write then both take the prepared batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
@@ -33,6 +37,11 @@ Batches = dict[TopicPartition, list[Record]]
 OffsetRow = tuple[str, str, int, int]  # consumer (the group id), topic, partition, next offset
 # Apply the records and store the offsets in one statement; False when it wrote nothing.
 OneStatement = Callable[[asyncpg.Connection, list[Record], list[OffsetRow]], Awaitable[bool]]
+P = TypeVar("P")
+DeadLetter = Callable[[Record, str], Awaitable[None]]
+Prepare = Callable[[list[Record], DeadLetter], Awaitable[P]]
+Write = Callable[[asyncpg.Connection, P], Awaitable[None]]
+PreparedOneStatement = Callable[[asyncpg.Connection, P, list[OffsetRow]], Awaitable[bool]]
 OFFSETS_UPSERT = (
     "INSERT INTO {table} (consumer, topic, partition, next_offset) "
     "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
@@ -188,3 +197,72 @@ class TrackedFollower:
             offset=record.offset,
             error=error[:500],
         )
+
+
+class PreparingFollower(TrackedFollower, Generic[P]):
+    """A follower whose fetches are prepared once, outside the transaction: ``write``
+    (in the transaction, with the offsets) and ``one_statement`` (if given) both take the
+    prepared batch. ``prepare`` publishes its dead letters before the offset is stored."""
+
+    def __init__(
+        self,
+        *,
+        prepare: Prepare[P],
+        write: Write[P],
+        one_statement: PreparedOneStatement[P] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            handle=self._write_prepared,
+            one_statement=self._one_statement_prepared if one_statement else None,
+            **kwargs,
+        )
+        self._prepare, self._write = prepare, write
+        self._one_prepared = one_statement
+        # What each transaction in flight writes, by its first record (one per fetch, or
+        # per partition when a parallel follower splits a large fetch).
+        self._prepared: dict[tuple[str, int, int], P] = {}
+
+    async def _apply(self, batches: Batches) -> None:
+        records = [r for part in batches.values() for r in part]
+        # Dead letters are published here, before the batch's offset is stored.
+        key = _first(records)
+        self._prepared[key] = await self._prepare(records, self.dead_letter)
+        try:
+            await super()._apply(batches)
+        finally:
+            self._prepared.pop(key, None)
+
+    async def _write_prepared(self, conn: asyncpg.Connection, records: list[Record]) -> None:
+        await self._write(conn, self._prepared[_first(records)])
+
+    async def _one_statement_prepared(
+        self, conn: asyncpg.Connection, records: list[Record], offsets: list[OffsetRow]
+    ) -> bool:
+        assert self._one_prepared is not None
+        return await self._one_prepared(conn, self._prepared[_first(records)], offsets)
+
+    async def lag(self) -> dict[int, int]:
+        """Records between each assigned partition's position and its end (last stable offset).
+
+        A transaction's commit marker takes an offset but carries no record, so the last
+        applied record is one short of the end for good; an idle follower therefore counts
+        from the consumer's position, which has stepped over the markers.
+        """
+        assigned = list(self.consumer.assignment())
+        if not assigned:
+            return {}
+        ends = await self.consumer.end_offsets(assigned)
+        stored = await self.stored_offsets()
+        busy = self.lock.locked()  # a fetched batch is being applied: count it as lag
+        lag: dict[int, int] = {}
+        for tp in assigned:
+            position = self.positions.get(tp.partition, stored.get(tp.partition, 0))
+            if not busy:
+                position = max(position, await self.consumer.position(tp))
+            lag[tp.partition] = max(0, ends[tp] - position)
+        return lag
+
+
+def _first(records: list[Record]) -> tuple[str, int, int]:
+    return (records[0].topic, records[0].partition, records[0].offset)

@@ -22,8 +22,8 @@ from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
+from engram.tracking import PreparingFollower
 from services.indexer import metrics
-from services.indexer.adapters.follower import PreparingFollower
 from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.reindex import reindex_loop

@@ -20,8 +20,8 @@ from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider
 from engram.keystore import KeyStore
 from engram.logging import get_logger
+from engram.tracking import DeadLetter
 from services.indexer import metrics
-from services.indexer.adapters.follower import DeadLetter
 from services.indexer.adapters.store import VectorRow, VectorStore, apply_plans, write_vectors
 from services.indexer.core import Plan, Tracked, chunks, embedding_text, fold, org_scope, plan
 

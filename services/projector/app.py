@@ -17,9 +17,9 @@ from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
-from engram.tracking import TrackedFollower
+from engram.tracking import PreparingFollower
 from services.projector.adapters.deltas import vacuum_deltas
-from services.projector.handlers import EventProjector
+from services.projector.handlers import Decoded, EventProjector
 from services.projector.settings import ProjectorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -50,15 +50,16 @@ def create_app(
             KeyStore(pool, MasterKey(load_master_key(common))),
             lambda record, error: follower.dead_letter(record, error),
         )
-        follower = TrackedFollower(
+        follower: PreparingFollower[list[Decoded]] = PreparingFollower(
+            prepare=projector.prepare,
+            write=projector.write,
+            one_statement=projector.apply_new_items,
             bootstrap=common.kafka_bootstrap_servers,
             topic=topics.EVENTS,
             group_id=settings.group_id,
             pool=pool,
             offsets_table="projector.offsets",
             service="projector",
-            handle=projector.handle_batch,
-            one_statement=projector.apply_new_items,
             max_batch=settings.max_batch,
             # Every row the projector writes belongs to one stream, so to one partition.
             parallel=True,

@@ -1,9 +1,10 @@
-"""The projector's batch handler: decode -> guard -> open -> core.project -> SQL.
+"""The projector's batch handler: decode (once, ``prepare``) -> guard -> open ->
+core.project -> SQL.
 
 A batch of new memories only (the bulk of the log) is applied by one statement with its
 offsets, outside a transaction (``apply_new_items``, 009_one_statement_batches.sql): two
 round trips with the data keys. Any other batch, or one that does not simply continue
-its streams, takes the full path in the follower's transaction (``handle_batch``): one
+its streams, takes the full path in the follower's transaction (``write``): one
 statement for the guard with the streams' heads and the items' statuses, one per kind
 of write, and one for the heads, the generations and the term counts at the end; the
 data keys are fetched (on another connection) while the guard runs.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from engram.tracking import OffsetRow
+from engram.tracking import DeadLetter, OffsetRow
 from services.projector.core import (
     WRITE_ORDER,
     Opened,
@@ -39,7 +39,6 @@ from services.projector.core import (
 
 log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
-DeadLetter = Callable[[Any, str], Awaitable[None]]
 Decoded = tuple[Any, EventHeader, Event]
 # Writes of a batch that run as one statement over all their rows (an array of a row type),
 # not one execution per row: the term index's trigger then indexes the batch in one go.
@@ -52,15 +51,22 @@ class EventProjector:
         self._dead_letter_one = dead_letter
         self.anomalies = 0
 
+    async def prepare(self, records: list[Any], dead_letter: DeadLetter) -> list[Decoded]:
+        """Decode a fetch once, for whichever path applies it; the undecodable records
+        go to the dead-letter topic first."""
+        good, bad = _decode(records)
+        for record, error in bad:
+            await dead_letter(record, error)
+        return good
+
     async def apply_new_items(
-        self, conn: asyncpg.Connection, records: list[Any], offsets: list[OffsetRow]
+        self, conn: asyncpg.Connection, good: list[Decoded], offsets: list[OffsetRow]
     ) -> bool:
         """Apply a batch of new memories and store ``offsets``, in one statement; True when
         done. False, with nothing written, for any other batch: one with an event of
-        another kind or an undecodable one, or that does not go on from its streams'
-        heads, or that another applier recorded first. The full path then takes it."""
-        good, bad = _decode(records)
-        if bad or not all(isinstance(event, MemoryRemembered) for _, _, event in good):
+        another kind (or none), or that does not go on from its streams' heads, or that
+        another applier recorded first. The full path (``write``) then takes it."""
+        if not good or not all(isinstance(event, MemoryRemembered) for _, _, event in good):
             return False
         firsts: dict[str, int] = {}
         lasts: dict[str, int] = {}
@@ -89,9 +95,11 @@ class EventProjector:
         return applied
 
     async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
-        good, bad = _decode(records)
-        for record, error in bad:
-            await self._dead_letter_one(record, error)
+        """Decode and write a batch in the caller's transaction (a replay does this)."""
+        await self.write(conn, await self.prepare(records, self._dead_letter_one))
+
+    async def write(self, conn: asyncpg.Connection, good: list[Decoded]) -> None:
+        """The full path, in the caller's transaction: guard, writes, heads and counts."""
         if not good:
             return
         # The keys come on another connection while the guard runs on this one.

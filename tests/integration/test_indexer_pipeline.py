@@ -39,7 +39,7 @@ from engram.embeddings.providers import EmbeddingProvider, LocalProvider, OpenAI
 from engram.embeddings.settings import EmbeddingSettings
 from engram.keystore import KeyStore, shred
 from engram.settings import CommonSettings
-from services.indexer.adapters.follower import PreparingFollower
+from engram.tracking import PreparingFollower
 from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.settings import IndexerSettings

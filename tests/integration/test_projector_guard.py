@@ -76,10 +76,12 @@ class Stream:
             await self.projector.handle_batch(conn, records)
 
     async def apply_in_one(self, records: list[Any]) -> bool:
-        """The one-statement path, as the follower tries it first (with its offsets)."""
+        """The one-statement path, as the follower tries it first: on the batch it
+        prepared (decoded once), with its offsets."""
         offsets = [(self.org, "engram.events", 0, records[-1].offset + 1)]
+        good = await self.projector.prepare(records, self._dead_letter)
         async with self.pool.acquire() as conn:
-            return await self.projector.apply_new_items(conn, records, offsets)
+            return await self.projector.apply_new_items(conn, good, offsets)
 
     async def applied_offset(self) -> int | None:
         return await self.pool.fetchval(
@@ -179,6 +181,23 @@ async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all
     assert not await s.apply_in_one(racing)
     assert await s.state() == (3, 2, 3)
     assert await s.audit() == 3
+
+
+async def test_a_fetch_is_decoded_once_and_its_undecodable_records_dead_lettered_first(
+    pool: asyncpg.Pool,
+) -> None:
+    """The follower prepares a fetch once for both paths: an undecodable record goes to
+    the dead letters before anything is written, and the new memories around it still
+    take the one statement."""
+    s = Stream(pool)
+    one = await s.remember(1, "one")
+    s.offset += 1
+    poison = SimpleNamespace(topic="engram.events", partition=0, offset=s.offset, value=b"{")
+    two = await s.remember(2, "two")
+    assert await s.apply_in_one([one, poison, two])
+    assert len(s.dead) == 1 and s.dead[0].startswith("undecodable event")
+    assert await s.state() == (2, 2, 2)
+    assert await s.applied_offset() == two.offset + 1
 
 
 async def test_each_new_head_is_announced_when_its_batch_commits(pool: asyncpg.Pool) -> None:
