@@ -155,9 +155,14 @@ async def latency(
                 if status != 201:
                     raise SystemExit(f"remember answered {status}: {body}")
                 http_samples.append(time.monotonic() - t0)
-                visible = await asyncio.wait_for(
-                    watch.wait(str(body["stream_id"]), int(body["seq"])), timeout=60
-                )
+                stream_id, seq = str(body["stream_id"]), int(body["seq"])
+                try:
+                    visible = await asyncio.wait_for(watch.wait(stream_id, seq), timeout=60)
+                except TimeoutError:
+                    raise SystemExit(
+                        f"{stream_id} seq {seq} was accepted but not announced on "
+                        "engram_projected within 60 s: is the projector running and caught up?"
+                    ) from None
                 samples.append(visible - t0)
         finally:
             await http.close()
