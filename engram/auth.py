@@ -16,6 +16,7 @@ import jwt
 
 from contracts.envelope import Actor
 from contracts.topics import stream_id
+from engram.service import StartupRefused
 from engram.settings import CommonSettings, state_dir
 
 ISSUER = "engram"
@@ -102,7 +103,10 @@ class TokenVerifier:
         self._cache: dict[str, tuple[Principal, float]] = {}
         if not (self._jwks or self._public_key or self._secret):
             if settings.environment == "production":
-                raise RuntimeError("production needs ENGRAM_JWT_SECRET, _PUBLIC_KEY or _JWKS_URL")
+                raise StartupRefused(
+                    "production needs ENGRAM_JWT_SECRET, ENGRAM_JWT_PUBLIC_KEY or "
+                    "ENGRAM_JWT_JWKS_URL"
+                )
             self._secret = dev_secret()
 
     def verify(self, token: str) -> Principal:

@@ -24,6 +24,7 @@ from engram.auth import dev_secret, mint_token
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.logging import configure_logging
+from engram.service import StartupRefused, load_settings, unreachable
 from engram.settings import CommonSettings
 from engram.setup import setup as run_setup
 
@@ -40,10 +41,20 @@ def _progress(message: str) -> None:
     err.print(f"[dim]•[/dim] {message}", highlight=False)
 
 
+def _ready_settings(kafka: bool = True) -> CommonSettings:
+    """The connection settings, once PostgreSQL (and Kafka) answer; else a StartupRefused
+    that says what to start or set."""
+    common = load_settings(CommonSettings)
+    bootstrap = common.kafka_bootstrap_servers if kafka else None
+    if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
+        raise StartupRefused(problem)
+    return common
+
+
 @app.command()
 def setup() -> None:
     """Create the topics and apply every service's migrations (idempotent)."""
-    report = asyncio.run(run_setup(CommonSettings()))
+    report = asyncio.run(run_setup(_ready_settings()))
     console.print(f"topics created: {report.topics_created or 'none (all present)'}")
     for owner, files in report.migrations.items():
         console.print(f"{owner}: {', '.join(files) if files else 'up to date'}")
@@ -132,7 +143,7 @@ def replay(
     from services.projector.replay import recreate_database
     from services.projector.replay import replay as run_replay
 
-    common = CommonSettings()
+    common = _ready_settings()
 
     async def go() -> int:
         shadow = await recreate_database(common.database_url, into)
@@ -166,6 +177,7 @@ def reindex(
     from engram.embeddings.errors import ModelUnavailableError
     from services.indexer.reindex import run_reindex
 
+    _ready_settings(kafka=False)
     configure_logging("reindex", "WARNING")  # the bar shows progress; warnings say why it stops
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     try:
@@ -222,4 +234,10 @@ def _reindex_summary(result: ReindexProgress | None) -> int:
 
 
 def main() -> None:
-    app()
+    """The CLI; a bad setting or a part of the stack that does not answer ends a command
+    with one line saying what to set or start, not a traceback."""
+    try:
+        app()
+    except StartupRefused as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise SystemExit(1) from None

@@ -8,6 +8,7 @@ in the log unreadable, which is how an immutable log can forget.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import os
@@ -18,6 +19,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from contracts.events import Sealed
+from engram.service import StartupRefused
 from engram.settings import CommonSettings, state_dir
 
 
@@ -34,11 +36,15 @@ def _unb64(text: str) -> bytes:
 
 
 def load_master_key(settings: CommonSettings) -> bytes:
-    """32 bytes from ENGRAM_MASTER_KEY (base64); development generates one once."""
+    """32 bytes from ENGRAM_MASTER_KEY (base64); development generates one once. A missing
+    key in production, or a malformed one, refuses the start."""
     if settings.master_key:
-        key = _unb64(settings.master_key)
+        try:
+            key = base64.b64decode(settings.master_key, validate=True)
+        except binascii.Error:
+            raise StartupRefused("ENGRAM_MASTER_KEY is not valid base64") from None
     elif settings.environment == "production":
-        raise RuntimeError("production refuses to start without ENGRAM_MASTER_KEY")
+        raise StartupRefused("production refuses to start without ENGRAM_MASTER_KEY")
     else:
         path = state_dir() / "secrets" / "master-key"
         if not path.exists():
@@ -47,7 +53,9 @@ def load_master_key(settings: CommonSettings) -> bytes:
             path.chmod(0o600)
         key = _unb64(path.read_text().strip())
     if len(key) != 32:
-        raise RuntimeError("ENGRAM_MASTER_KEY must be 32 bytes, base64-encoded")
+        raise StartupRefused(
+            f"ENGRAM_MASTER_KEY must be 32 bytes, base64-encoded (it holds {len(key)})"
+        )
     return key
 
 

@@ -17,6 +17,22 @@ from engram.auth import dev_secret, mint_token
 async def run_demo(
     command_url: str, recall_url: str, console: Console, deadline_seconds: float = 30.0
 ) -> int:
+    """0 when the remembered fact came back in a recall packet in time; 1 otherwise, with
+    what went wrong printed (a service that does not answer is one line, not a traceback)."""
+    try:
+        return await _demo(command_url, recall_url, console, deadline_seconds)
+    except httpx.TransportError as exc:
+        where = exc.request.url.copy_with(path="/", query=None)
+        console.print(
+            f"[red]no answer from {where}[/red] ({exc.__class__.__name__}): "
+            "start the services with `engram up`"
+        )
+        return 1
+
+
+async def _demo(
+    command_url: str, recall_url: str, console: Console, deadline_seconds: float
+) -> int:
     org = f"demo-{uuid.uuid4().hex[:6]}"
     token = mint_token(dev_secret(), org=org, member="ana")
     headers = {"Authorization": f"Bearer {token}"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import uuid
 from collections.abc import Awaitable, Callable
@@ -15,8 +16,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engram.auth import AuthError, Principal, TokenVerifier
+from engram.crypto import load_master_key
 from engram.logging import get_logger
-from engram.service import StartupRefused
+from engram.service import StartupRefused, unreachable
+from engram.settings import CommonSettings
 
 PROBLEM = "application/problem+json"
 log = get_logger(__name__)
@@ -123,18 +126,40 @@ def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]])
 GC_THRESHOLDS = (50_000, 20, 20)
 
 
+def check_startup(
+    common: CommonSettings, *, kafka: bool = True, master_key: bool = False, tokens: bool = False
+) -> None:
+    """What a service needs before it starts: in production its configured secrets (the
+    master key, the token key), then PostgreSQL and, unless it does without, Kafka.
+    Each failure is a ``StartupRefused`` that says what to set or start."""
+    if master_key:
+        load_master_key(common)
+    if tokens:
+        TokenVerifier(common)
+    bootstrap = common.kafka_bootstrap_servers if kafka else None
+    if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
+        raise StartupRefused(problem)
+
+
+def run_main(main: Callable[[], None]) -> None:
+    """Run a service's ``main``; a ``StartupRefused`` anywhere in it (a bad setting, a
+    failed preflight) is logged as one line with what to do, and the process exits with
+    status 1, where Python or uvicorn would print a traceback."""
+    try:
+        main()
+    except StartupRefused as exc:
+        get_logger("engram.http").error("startup_refused", error=str(exc))
+        raise SystemExit(1) from None
+
+
 def serve(app: FastAPI, host: str, port: int, preflight: Callable[[], None] | None = None) -> None:
     """Run a service: uvicorn with its C HTTP parser, on uvloop (asyncpg and the event
     loop's own work cost noticeably less there than on the default loop).
 
-    ``preflight`` runs first; a ``StartupRefused`` from it is logged as one line with
-    what to do, and the process exits with status 1 (uvicorn would print a traceback)."""
+    ``preflight`` runs first; a ``StartupRefused`` from it ends the start as ``run_main``
+    describes."""
     if preflight is not None:
-        try:
-            preflight()
-        except StartupRefused as exc:
-            get_logger("engram.http").error("startup_refused", error=str(exc))
-            raise SystemExit(1) from None
+        run_main(preflight)
     gc.set_threshold(*GC_THRESHOLDS)
     config = uvicorn.Config(
         app,

@@ -12,7 +12,12 @@ import contextlib
 import os
 import signal
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import asyncpg
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
 from engram.logging import get_logger
 
@@ -46,3 +51,83 @@ async def cancel(*tasks: asyncio.Task[Any] | None) -> None:
         if task:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+S = TypeVar("S", bound=BaseSettings)
+INFRA_TIMEOUT_SECONDS = 5.0
+
+
+def load_settings(model: type[S]) -> S:
+    """A settings model read from the environment; a bad value refuses the start with the
+    variable's name and what is wrong with it (never the value: it may be a secret)."""
+    try:
+        return model()
+    except ValidationError as exc:
+        raise StartupRefused(settings_problem(model, exc)) from None
+
+
+def settings_problem(model: type[BaseSettings], exc: ValidationError) -> str:
+    wrong = [f"{_variable(model, e['loc'])}: {e['msg']}" for e in exc.errors()]
+    return "invalid settings: " + "; ".join(wrong)
+
+
+def _variable(model: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
+    name = str(loc[0]) if loc else ""
+    field = model.model_fields.get(name)
+    if field is not None and field.alias:
+        return field.alias
+    return f"{model.model_config.get('env_prefix', '')}{name}".upper()
+
+
+async def unreachable(database_url: str, kafka_bootstrap: str | None) -> str | None:
+    """Why PostgreSQL (and Kafka, when given) cannot be used, or None when both answer.
+    Each gets a few seconds; Kafka needs one bootstrap server that accepts a connection."""
+    problem = await _postgres_problem(database_url)
+    if problem is None and kafka_bootstrap is not None:
+        problem = await _kafka_problem(kafka_bootstrap)
+    return problem
+
+
+async def _postgres_problem(database_url: str) -> str | None:
+    where = _address(database_url)
+    try:
+        conn = await asyncpg.connect(database_url, timeout=INFRA_TIMEOUT_SECONDS)
+    except (OSError, TimeoutError) as exc:
+        reason = getattr(exc, "strerror", None) or "no answer"
+        return (
+            f"cannot reach PostgreSQL at {where} (DATABASE_URL): {reason}; {_hint('DATABASE_URL')}"
+        )
+    except asyncpg.PostgresError as exc:
+        return f"PostgreSQL at {where} (DATABASE_URL) refused the connection: {exc}"
+    await conn.close()
+    return None
+
+
+async def _kafka_problem(bootstrap: str) -> str | None:
+    errors = []
+    for server in (s.strip() for s in bootstrap.split(",")):
+        host, _, port = server.rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host.strip("[]"), int(port)), INFRA_TIMEOUT_SECONDS
+            )
+        except ValueError:
+            errors.append(f"{server}: not host:port")
+            continue
+        except (OSError, TimeoutError) as exc:
+            errors.append(f"{server}: {getattr(exc, 'strerror', None) or 'no answer'}")
+            continue
+        writer.close()
+        return None
+    variable = "KAFKA_BOOTSTRAP_SERVERS"
+    return f"cannot reach Kafka ({variable}): {', '.join(errors)}; {_hint(variable)}"
+
+
+def _hint(variable: str) -> str:
+    return f"start the dev stack with `engram up`, or set {variable} to a running server"
+
+
+def _address(dsn: str) -> str:
+    """host:port of a database URL, without its user or password."""
+    parts = urlsplit(dsn)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +42,14 @@ def _containers() -> Iterator[dict[str, str]]:
     ) as pg:
         yield {"KAFKA_BOOTSTRAP_SERVERS": kafka.get_bootstrap_server(),
                "DATABASE_URL": pg.get_connection_url(driver=None)}
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A local TCP port nothing listens on (bound once, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

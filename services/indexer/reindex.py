@@ -24,6 +24,7 @@ from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider, open_provider
 from engram.embeddings.settings import EmbeddingSettings
 from engram.logging import get_logger
+from engram.service import load_settings
 from engram.settings import CommonSettings
 from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
@@ -169,8 +170,8 @@ async def run_reindex(
     database_url: str | None = None,
 ) -> ReindexProgress | None:
     """``engram reindex``: the model configured in the environment (None when it is off)."""
-    embedding, indexer = EmbeddingSettings(), IndexerSettings()
-    dsn = database_url or CommonSettings().database_url
+    embedding, indexer = load_settings(EmbeddingSettings), load_settings(IndexerSettings)
+    dsn = database_url or load_settings(CommonSettings).database_url
     # Idempotent: the CLI may run before the service (the budget table comes first).
     await migrate_shared(dsn)
     await migrate(dsn, "indexer", SQL_DIR)

@@ -1,6 +1,18 @@
-from engram.http import serve
+from engram.http import check_startup, run_main, serve
+from engram.service import load_settings
+from engram.settings import CommonSettings
 from services.projector.app import create_app
 from services.projector.settings import ProjectorSettings
 
-settings = ProjectorSettings()
-serve(create_app(settings), settings.host, settings.port)
+
+def main() -> None:
+    settings, common = load_settings(ProjectorSettings), load_settings(CommonSettings)
+    serve(
+        create_app(settings, common),
+        settings.host,
+        settings.port,
+        preflight=lambda: check_startup(common, master_key=True),
+    )
+
+
+run_main(main)

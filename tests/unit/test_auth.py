@@ -18,6 +18,7 @@ from engram.auth import (
     TokenVerifier,
     mint_token,
 )
+from engram.service import StartupRefused
 from engram.settings import CommonSettings
 
 SECRET = "a-development-secret-of-at-least-32-bytes"
@@ -45,7 +46,7 @@ def test_hs256_tokens_carry_org_member_and_optional_claims() -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        mint_token("other", org="acme", member="ana"),
+        mint_token("a different secret, 32 bytes or more as HS256 asks", org="acme", member="ana"),
         mint_token(SECRET, org="acme", member="ana", ttl_seconds=-10),
         jwt.encode(
             {"sub": "ana", "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}, SECRET
@@ -81,7 +82,7 @@ def test_rs256_with_a_configured_public_key() -> None:
 
 
 def test_production_needs_a_configured_key() -> None:
-    with pytest.raises(RuntimeError, match="production"):
+    with pytest.raises(StartupRefused, match="production"):
         TokenVerifier(settings(ENGRAM_ENV="production"))
 
 
