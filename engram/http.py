@@ -6,7 +6,7 @@ import asyncio
 import gc
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 import uvloop
@@ -18,10 +18,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
 from engram.logging import get_logger
-from engram.service import StartupRefused, unreachable
-from engram.settings import CommonSettings
+from engram.service import StartupRefused, load_settings, unreachable
+from engram.settings import CommonSettings, ServiceSettings
 
 PROBLEM = "application/problem+json"
+S = TypeVar("S", bound=ServiceSettings)
 log = get_logger(__name__)
 
 
@@ -139,6 +140,27 @@ def check_startup(
     bootstrap = common.kafka_bootstrap_servers if kafka else None
     if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
         raise StartupRefused(problem)
+
+
+def serve_service(
+    settings_model: type[S],
+    create_app: Callable[[S, CommonSettings], FastAPI],
+    *,
+    kafka: bool = True,
+    master_key: bool = False,
+    tokens: bool = False,
+    preflight: Callable[[], None] | None = None,
+) -> None:
+    """A service's ``__main__`` (inside ``run_main``): its settings and the shared ones,
+    its app, then ``preflight`` and ``check_startup`` before it serves."""
+    settings, common = load_settings(settings_model), load_settings(CommonSettings)
+
+    def ready_to_start() -> None:
+        if preflight is not None:
+            preflight()
+        check_startup(common, kafka=kafka, master_key=master_key, tokens=tokens)
+
+    serve(create_app(settings, common), settings.host, settings.port, ready_to_start)
 
 
 def run_main(main: Callable[[], None]) -> None:
