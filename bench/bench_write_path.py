@@ -2,7 +2,9 @@
 and HTTP remember -> visible-in-read-model latency at 1, 8 and 64 concurrent writers.
 
 Needs the stack and the services running (`engram up`). Runs on this machine swing by
-±30% (autovacuum, the broker's compiler), so the whole set runs ``--rounds`` times, one
+±30% (autovacuum, the broker's compiler, and the host: each round records how much of the
+machine's CPU was busy and how much other guests took, from /proc/stat, and the summary
+prints the share stolen), so the whole set runs ``--rounds`` times, one
 after another, after ``--warmup`` requests that are not counted; each figure is reported
 as the median over the rounds with its range. Prints every round and the summary, and
 writes them to bench/results/write_path.json.
@@ -19,6 +21,7 @@ import json
 import statistics
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 
 import asyncpg
@@ -184,6 +187,31 @@ async def latency(
     }
 
 
+def cpu_times() -> tuple[int, int, int] | None:
+    """The machine's (busy, steal, total) CPU time in jiffies from /proc/stat; None where
+    there is none. Steal is time the hypervisor gave to other guests while this one wanted
+    the CPU: on a shared host it slows every figure, and no change here can help it."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return user + nice + system + irq + softirq, steal, sum(fields)
+
+
+async def measured(figures: Awaitable[dict[str, float]]) -> dict[str, float]:
+    """A round's figures, with the share of the machine's CPU that was busy and stolen."""
+    before = cpu_times()
+    row = await figures
+    after = cpu_times()
+    if before is not None and after is not None and after[2] > before[2]:
+        total = after[2] - before[2]
+        row["cpu_busy_percent"] = round(100 * (after[0] - before[0]) / total, 1)
+        row["cpu_steal_percent"] = round(100 * (after[1] - before[1]) / total, 1)
+    return row
+
+
 def summary(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each numeric figure of a set of rounds: its median, lowest and highest value."""
     keys = [k for k, v in rows[0].items() if isinstance(v, int | float) and k != "writers"]
@@ -215,10 +243,11 @@ async def main(args: argparse.Namespace) -> None:
             await latency(pool, watch, 8, args.warmup)
         for n in range(1, args.rounds + 1):
             for writers, rows in by_writers.items():
-                row = await latency(pool, watch, writers, max(args.latency_requests, writers * 4))
+                requests = max(args.latency_requests, writers * 4)
+                row = await measured(latency(pool, watch, writers, requests))
                 print(json.dumps({"round": n, **row}))
                 rows.append(row)
-            row = await sustained(common, pool, args.commands, args.streams)
+            row = await measured(sustained(common, pool, args.commands, args.streams))
             print(json.dumps({"round": n, **row}))
             sustained_rows.append(row)
     finally:
@@ -233,8 +262,10 @@ async def main(args: argparse.Namespace) -> None:
         print(
             f"{w:>2} writers: visible p50 {_fig(s['visible_p50_ms'])} ms, "
             f"p99 {_fig(s['visible_p99_ms'])} ms, {_fig(s['requests_per_second'])} req/s"
+            + _steal(s)
         )
-    print(f"sustained: {_fig(summary(sustained_rows)['commands_per_second'])} commands/s")
+    s = summary(sustained_rows)
+    print(f"sustained: {_fig(s['commands_per_second'])} commands/s" + _steal(s))
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {RESULTS}")
@@ -242,6 +273,10 @@ async def main(args: argparse.Namespace) -> None:
 
 def _fig(f: dict[str, float]) -> str:
     return f"{f['median']} ({f['min']} to {f['max']})"
+
+
+def _steal(s: dict[str, dict[str, float]]) -> str:
+    return f", CPU stolen {_fig(s['cpu_steal_percent'])}%" if "cpu_steal_percent" in s else ""
 
 
 if __name__ == "__main__":
