@@ -6,6 +6,7 @@ import asyncio
 import gc
 import uuid
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import uvicorn
@@ -14,6 +15,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
@@ -52,10 +55,74 @@ def problem(status: int, title: str, detail: str, code: str, **extra: Any) -> JS
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
+# No request to any service comes near this: a memory holds at most 4,000 characters.
+MAX_BODY_BYTES = 1 << 20
+
+
+class BodyLimit:
+    """Refuses a request body over ``max_bytes`` with 413: by its Content-Length before
+    anything is read, or, for a chunked body, as soon as the bytes read pass the limit
+    (an HTTPException, which FastAPI's body parsing lets through)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = StarletteHTTPException(413, f"the body is over {self.max_bytes} bytes")
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await http_problem(too_large)(scope, receive, send)
+            return
+        read = 0
+
+        async def counted() -> Message:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.max_bytes:
+                raise too_large
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def http_problem(exc: StarletteHTTPException, request: Request | None = None) -> JSONResponse:
+    """Starlette's own errors (no such route, a method the route does not take, a body
+    too large) as problem+json, with their headers (a 405's Allow)."""
+    title, code = _HTTP_ERRORS.get(exc.status_code) or (HTTPStatus(exc.status_code).phrase, "")
+    detail = str(exc.detail)
+    if request is not None and exc.status_code == 404:
+        detail = f"no route {request.method} {request.url.path}"
+    elif request is not None and exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        detail = f"{request.url.path} takes {allowed or 'other methods'}, not {request.method}"
+    response = problem(exc.status_code, title, detail, code or title.lower().replace(" ", "_"))
+    response.headers.update(exc.headers or {})
+    return response
+
+
+_HTTP_ERRORS = {
+    404: ("Not found", "not_found"),
+    405: ("Method not allowed", "method_not_allowed"),
+    413: ("Request body too large", "too_large"),
+}
+
+
 def install_problem_handlers(app: FastAPI) -> None:
+    """Every error a service answers is problem+json: its own, bad input, an unknown
+    route or method, a body over ``MAX_BODY_BYTES`` and a bug (logged with an incident)."""
+    app.add_middleware(BodyLimit)
+
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
         return problem(exc.status, exc.title, exc.detail, exc.code, **exc.extra)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return http_problem(exc, request)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

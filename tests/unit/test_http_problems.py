@@ -1,0 +1,75 @@
+"""Every error a service answers is problem+json: routes and methods it does not have,
+bodies over the limit (declared or chunked), its own errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+from fastapi import FastAPI, Request
+from pydantic import BaseModel
+
+from engram.http import MAX_BODY_BYTES, PROBLEM, install_problem_handlers
+
+
+class Query(BaseModel):
+    query: str
+
+
+def service() -> FastAPI:
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.post("/raw")
+    async def raw(request: Request) -> dict[str, int]:  # reads the body itself
+        return {"read": len(await request.body())}
+
+    @app.post("/model")
+    async def model(body: Query) -> dict[str, int]:  # FastAPI parses the body
+        return {"read": len(body.query)}
+
+    return app
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=service()), base_url="http://t")
+
+
+async def test_an_unknown_route_and_a_wrong_method_are_problems() -> None:
+    async with client() as http:
+        missing = await http.get("/v1/nothing")
+        wrong = await http.put("/raw")
+    assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
+    assert missing.json()["code"] == "not_found"
+    assert missing.json()["detail"] == "no route GET /v1/nothing"
+    assert wrong.status_code == 405 and wrong.headers["content-type"] == PROBLEM
+    assert wrong.headers["allow"] == "POST"
+    assert wrong.json() | {"type": ""} == {
+        "type": "",
+        "title": "Method not allowed",
+        "status": 405,
+        "detail": "/raw takes POST, not PUT",
+        "code": "method_not_allowed",
+    }
+
+
+async def _chunks(total: int) -> AsyncIterator[bytes]:
+    for _ in range(total // 65536):
+        yield b"x" * 65536
+
+
+async def test_a_body_over_the_limit_is_refused_declared_or_chunked() -> None:
+    big = b'{"query": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    async with client() as http:
+        answers = [
+            await http.post("/raw", content=big),
+            await http.post("/model", content=big),
+            await http.post("/raw", content=_chunks(2 * MAX_BODY_BYTES)),  # no Content-Length
+            await http.post("/model", content=_chunks(2 * MAX_BODY_BYTES)),
+        ]
+        fits = await http.post("/model", json={"query": "x" * 4000})
+    for answer in answers:
+        assert answer.status_code == 413 and answer.headers["content-type"] == PROBLEM
+        assert answer.json()["code"] == "too_large"
+        assert answer.json()["detail"] == f"the body is over {MAX_BODY_BYTES} bytes"
+    assert fits.status_code == 200 and fits.json() == {"read": 4000}
