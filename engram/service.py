@@ -89,9 +89,11 @@ async def unreachable(database_url: str, kafka_bootstrap: str | None) -> str | N
 
 
 async def _postgres_problem(database_url: str) -> str | None:
-    where = _address(database_url)
     try:
+        where = _address(database_url)
         conn = await asyncpg.connect(database_url, timeout=INFRA_TIMEOUT_SECONDS)
+    except (ValueError, asyncpg.ClientConfigurationError) as exc:
+        return f"DATABASE_URL is not a PostgreSQL URL (postgresql://user@host:port/db): {exc}"
     except (OSError, TimeoutError) as exc:
         reason = getattr(exc, "strerror", None) or "no answer"
         return (

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from engram.crypto import load_master_key
 from engram.demo import run_demo
-from engram.service import StartupRefused, load_settings
+from engram.service import StartupRefused, load_settings, unreachable
 from engram.settings import CommonSettings
 from services.command.settings import CommandSettings
 
@@ -61,3 +61,10 @@ async def test_the_demo_without_services_says_so_in_one_line(unused_port: int) -
     printed = console.export_text()
     assert printed.startswith(f"no answer from {url}/ (ConnectError)")
     assert "Traceback" not in printed
+
+
+@pytest.mark.parametrize("url", ["garbage", "mysql://ana@db/engram", "postgresql://db:port/x"])
+async def test_a_database_url_that_is_no_url_is_named(url: str) -> None:
+    problem = await unreachable(url, None)
+    assert problem is not None
+    assert problem.startswith("DATABASE_URL is not a PostgreSQL URL")
