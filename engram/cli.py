@@ -24,7 +24,7 @@ from engram.auth import dev_secret, mint_token
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.logging import configure_logging
-from engram.service import StartupRefused, load_settings, unreachable
+from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings
 from engram.setup import setup as run_setup
 
@@ -45,9 +45,7 @@ def _ready_settings(kafka: bool = True) -> CommonSettings:
     """The connection settings, once PostgreSQL (and Kafka) answer; else a StartupRefused
     that says what to start or set."""
     common = load_settings(CommonSettings)
-    bootstrap = common.kafka_bootstrap_servers if kafka else None
-    if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
-        raise StartupRefused(problem)
+    require_reachable(common, kafka=kafka)
     return common
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
 from engram.logging import get_logger
-from engram.service import StartupRefused, load_settings, unreachable
+from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
 
 PROBLEM = "application/problem+json"
@@ -204,9 +203,7 @@ def check_startup(
         load_master_key(common)
     if tokens:
         TokenVerifier(common)
-    bootstrap = common.kafka_bootstrap_servers if kafka else None
-    if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
-        raise StartupRefused(problem)
+    require_reachable(common, kafka=kafka)
 
 
 def serve_service(

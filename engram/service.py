@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
 from engram.logging import get_logger
+from engram.settings import CommonSettings
 
 log = get_logger(__name__)
 
@@ -77,6 +78,14 @@ def _variable(model: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
     if field is not None and field.alias:
         return field.alias
     return f"{model.model_config.get('env_prefix', '')}{name}".upper()
+
+
+def require_reachable(common: CommonSettings, *, kafka: bool = True) -> None:
+    """Raise a ``StartupRefused`` saying what to start or set unless PostgreSQL (and, when
+    asked, Kafka) answers."""
+    bootstrap = common.kafka_bootstrap_servers if kafka else None
+    if problem := asyncio.run(unreachable(common.database_url, bootstrap)):
+        raise StartupRefused(problem)
 
 
 async def unreachable(database_url: str, kafka_bootstrap: str | None) -> str | None:

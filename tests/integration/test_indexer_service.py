@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,19 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def service(
     stream: Stream,  # noqa: F811 (the fixture imported above)
     stack_settings: dict[str, str],
     tmp_path: Path,
+    unused_port: int,
 ) -> Iterator[tuple[str, Path]]:
-    port, log = free_port(), tmp_path / "indexer.log"
+    port, log = unused_port, tmp_path / "indexer.log"
     env = {
         **os.environ,
         **stack_settings,
