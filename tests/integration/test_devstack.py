@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from engram.devstack import resolve_state, stack
 
@@ -120,6 +121,22 @@ async def test_transactional_producer_commits(settings: dict[str, str], topic: s
 
     values = await _consume(bootstrap, topic, until=b"committed", isolation_level="read_committed")
     assert values == [b"committed"]
+
+
+async def test_broker_cleaner_buffer_fits_its_heap(settings: dict[str, str]) -> None:
+    """The log cleaner's dedupe map lives on the broker's heap: at Kafka's default
+    (128 MiB) it held G1 above its marking threshold for good (see server_properties)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings["KAFKA_BOOTSTRAP_SERVERS"])
+    await asyncio.wait_for(admin.start(), DEADLINE)
+    try:
+        [response] = await asyncio.wait_for(
+            admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")]), DEADLINE
+        )
+    finally:
+        await admin.close()
+    [(_, _, _, _, entries)] = response.resources
+    values = {entry[0]: entry[1] for entry in entries}
+    assert int(values["log.cleaner.dedupe.buffer.size"]) == 8 * 1024 * 1024
 
 
 async def test_postgres_has_pgvector(settings: dict[str, str]) -> None:
