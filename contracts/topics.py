@@ -8,6 +8,7 @@ meets in one partition and therefore one writer.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aiokafka.partitioner import murmur2
@@ -18,6 +19,15 @@ REPLIES = "engram.replies"
 CONVERSATIONS = "engram.conversations"
 DLQ_PREFIX = "engram.dlq."
 
+# A record on engram.commands with this header (and no value) is the command service's
+# own roll marker: it closes the partition's segment so that the commands before it can be
+# deleted from disk (services/command/adapters/pruner.py). It is no command: it gets no
+# reply, is never dead-lettered, and its offset is committed like a command's.
+ROLL_MARKER_HEADER = "engram-roll"
+# How old a segment of engram.commands may grow before the next record starts a new one;
+# the pruner rolls and deletes at this pace.
+COMMANDS_SEGMENT_MS = 60_000
+
 SERVICES = ("command", "projector", "indexer", "extractor", "recall")
 DAY_MS = 24 * 3600 * 1000
 
@@ -27,9 +37,19 @@ class TopicSpec:
     name: str
     partitions: int
     retention_ms: int  # -1 keeps records forever
+    extra: tuple[tuple[str, str], ...] = ()  # more topic settings, as the broker names them
 
     def config(self) -> dict[str, str]:
-        return {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete"}
+        return {
+            "retention.ms": str(self.retention_ms),
+            "cleanup.policy": "delete",
+            **dict(self.extra),
+        }
+
+
+def is_roll_marker(headers: Iterable[tuple[str, bytes]] | None) -> bool:
+    """Whether a record of engram.commands with these headers is a roll marker."""
+    return any(key == ROLL_MARKER_HEADER for key, _ in headers or ())
 
 
 def dead_letter_topic(service: str) -> str:
@@ -39,7 +59,16 @@ def dead_letter_topic(service: str) -> str:
 def topic_specs(partitions: int) -> list[TopicSpec]:
     """Every topic Engram needs; created by the set-up step, never by auto-creation."""
     return [
-        TopicSpec(COMMANDS, partitions, 7 * DAY_MS),
+        # Kafka callers' commands may carry text in plain. Retention keeps what is not yet
+        # decided through a long outage; what is decided the command service deletes
+        # (DeleteRecords up to its committed offset, segments rolled every minute, files
+        # removed a second after), so forgotten text does not wait out the week on disk.
+        TopicSpec(
+            COMMANDS,
+            partitions,
+            7 * DAY_MS,
+            (("segment.ms", str(COMMANDS_SEGMENT_MS)), ("file.delete.delay.ms", "1000")),
+        ),
         # The log is the source of truth: replay starts at offset 0, forever.
         TopicSpec(EVENTS, partitions, -1),
         TopicSpec(REPLIES, partitions, 1 * DAY_MS),

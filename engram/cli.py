@@ -8,6 +8,7 @@ engram token         mint a development token
 engram demo          remember something, recall it, print the packet
 engram replay        rebuild the read models into a shadow database and compare
 engram reindex       embed active items that lack a vector of the configured model
+engram prune-commands  delete decided commands from engram.commands now
 """
 
 from __future__ import annotations
@@ -191,6 +192,34 @@ def reindex(
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     raise typer.Exit(_reindex_summary(result))
+
+
+@app.command("prune-commands")
+def prune_commands(
+    group: str = typer.Option("engram-command", help="The command service's consumer group."),
+) -> None:
+    """One pass of the command service's pruner over every partition of engram.commands:
+    delete what the group has decided, and roll each segment the group has read into (the
+    service does this every ENGRAM_COMMAND_PRUNE_SECONDS; this is for "now", after a
+    forget). The broker removes the files at its next retention check."""
+    from services.command.adapters.pruner import CommandLogPruner
+
+    common = _ready_settings()
+
+    async def go() -> dict[int, int]:
+        pruner = CommandLogPruner(common.kafka_bootstrap_servers, group)
+        await pruner.start()
+        try:
+            return await pruner.prune_once(await pruner.all_partitions())
+        finally:
+            await pruner.stop()
+
+    starts = asyncio.run(go())
+    if not starts:
+        console.print(f"group {group} has decided nothing on engram.commands: nothing to delete")
+        return
+    for partition, start in sorted(starts.items()):
+        console.print(f"engram.commands partition {partition}: records below {start} deleted")
 
 
 @app.command("fetch-model")

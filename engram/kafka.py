@@ -13,6 +13,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.producer import sender as _sender
 
@@ -83,7 +84,8 @@ def consumer(bootstrap: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
 
 
 async def ensure_topics(bootstrap: str, partitions: int) -> list[str]:
-    """Create every missing topic with its partition count and retention."""
+    """Create every missing topic with its partition count and settings, and bring the
+    settings of the existing ones to what ``contracts.topics`` says."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -96,9 +98,40 @@ async def ensure_topics(bootstrap: str, partitions: int) -> list[str]:
         _check_partitions(
             await admin.describe_topics([s.name for s in topic_specs(partitions)]), partitions
         )
+        await _converge_configs(admin, [s for s in topic_specs(partitions) if s.name in existing])
         return [s.name for s in missing]
     finally:
         await admin.close()
+
+
+async def topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    """Each topic's settings as the broker reports them (defaults included)."""
+    resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+    found: dict[str, dict[str, str]] = {}
+    for response in await admin.describe_configs(resources):
+        for error, message, _type, name, entries in response.resources:
+            if error:
+                raise RuntimeError(f"cannot read the settings of topic {name}: {message}")
+            found[name] = {entry[0]: entry[1] for entry in entries}
+    return found
+
+
+async def _converge_configs(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> None:
+    """A topic made by an older version keeps its old settings until set-up alters them
+    (a whole-resource AlterConfigs: the spec is every setting Engram manages)."""
+    if not specs:
+        return
+    actual = await topic_configs(admin, [s.name for s in specs])
+    for spec in specs:
+        wanted = spec.config()
+        differs = {k: v for k, v in wanted.items() if actual.get(spec.name, {}).get(k) != v}
+        if differs:
+            resource = ConfigResource(ConfigResourceType.TOPIC, spec.name, wanted)
+            for response in await admin.alter_configs([resource]):
+                for error, message, _type, name in response.resources:
+                    if error:
+                        raise RuntimeError(f"cannot change the settings of topic {name}: {message}")
+            log.info("topic_settings_updated", topic=spec.name, settings=differs)
 
 
 def _new_topic(spec: TopicSpec) -> NewTopic:

@@ -210,6 +210,10 @@ def server_properties(paths: StatePaths) -> dict[str, str]:
         # and the collector marked concurrently without pause (half the broker's CPU under
         # load). The compacted topics here (offsets, transaction state) need far less.
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        # How often the broker deletes segments below a topic's log start (DeleteRecords):
+        # every 5 s, not 5 min, so that the commands the command service prunes leave
+        # the disk soon after (services/command/adapters/pruner.py).
+        "log.retention.check.interval.ms": "5000",
     }
 
 

@@ -20,6 +20,7 @@ from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from services.command.adapters.processor import CommandProcessor
+from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
 from services.command.adapters.writer import PartitionWriter
@@ -75,12 +76,18 @@ def create_app(
         await gateway.start()
         app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
         app.state.processor, app.state.keystore = processor, keystore
+        pruner = CommandLogPruner(common.kafka_bootstrap_servers, settings.group_id)
+        await pruner.start()
         task = supervise(processor.run(), "command-processor")
+        pruning = supervise(
+            pruner.run(settings.prune_seconds, lambda: processor.writers), "command-pruner"
+        )
         log.info("command_service_started", port=settings.port, partitions=partitions)
         try:
             yield
         finally:
-            await cancel(task)
+            await cancel(pruning, task)
+            await pruner.stop()
             await gateway.stop()
             await pool.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from contracts.topics import COMMANDS_SEGMENT_MS
 from engram.settings import ServiceSettings
 
 
@@ -21,3 +22,6 @@ class CommandSettings(ServiceSettings):
     # one more); past it, the least recently used streams are dropped after a checkpoint
     # and loaded again from their checkpoint rows when a command for them comes.
     cached_items: int = Field(100_000, ge=1)
+    # How often the decided commands are deleted from engram.commands (see
+    # adapters/pruner.py): the topic's segment age, so that every pass closes a segment.
+    prune_seconds: float = Field(COMMANDS_SEGMENT_MS / 1000, gt=0)

@@ -11,15 +11,22 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from contracts import topics
+from contracts.envelope import CommandEnvelope
 from engram.crypto import MasterKey, load_master_key
 from engram.devstack import kafka as devkafka
 from engram.devstack import postgres as devpostgres
 from engram.devstack import resolve_state
+from engram.kafka import partition_count
 from engram.settings import CommonSettings
+from services.command.adapters.pruner import CommandLogPruner
 from services.projector.replay import replay
 from tests.conftest import caller
-from tests.support import eventually, shadow_database
+from tests.support import eventually, new_command_id, read_replies, send_commands, shadow_database
 
 pytestmark = pytest.mark.e2e
 
@@ -114,6 +121,71 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
             await replayed.close()
         dump = pg_dump(shadow)
         assert first.encode() not in dump and second.encode() not in dump
+
+
+async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """A Kafka caller's command carries its text in plain on engram.commands. Once it is
+    decided, the pruner deletes it (DeleteRecords up to the command service's committed
+    offset) and rolls the segment that holds it (a marker record, which the writer
+    commits and does nothing else with); the broker then removes the file. The topic's
+    segments roll here after 1 s instead of a minute, so that the test does not wait."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    kafka_data = devkafka.data_dir(resolve_state())
+    ana, secret = caller(), f"quokka-{uuid.uuid4().hex}"
+    command_id = new_command_id()
+    await send_commands(bootstrap, [CommandEnvelope(
+        command_id=command_id, type="RememberMemory", token=ana.token,
+        stream_id=f"{ana.org}/member:{ana.member}",
+        payload={"content": f"The safe opens with {secret}", "kind": "fact"})])
+    [reply] = (await read_replies(bootstrap, {command_id}))[command_id]
+    assert reply.ok, reply
+    holders = {Path(f).parent.name for f in files_containing(kafka_data, secret.encode())}
+    assert holders and all(h.startswith(f"{topics.COMMANDS}-") for h in holders), holders
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        forgotten = await http.delete(
+            f"{services['command']}/v1/memories/{reply.result['item_id']}", headers=ana.headers)
+    assert forgotten.status_code == 200, forgotten.text
+    assert any(w.startswith(topics.COMMANDS) for w in forgotten.json()["receipt"]["where"])
+
+    dead_before = await _end_offset(bootstrap, topics.dead_letter_topic("command"))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    pruner = CommandLogPruner(bootstrap, "engram-command")
+    await pruner.start()
+    try:
+        await _set_segment_ms(admin, "1000")
+        partitions = await pruner.all_partitions()
+
+        async def gone() -> bool:
+            await pruner.prune_once(partitions)
+            return not files_containing(kafka_data, secret.encode())
+
+        await eventually(gone, deadline=90, interval=1.0, what="the plain text off the disk")
+    finally:
+        await _set_segment_ms(admin, str(topics.COMMANDS_SEGMENT_MS))
+        await pruner.stop()
+        await admin.close()
+    # The markers were committed by the writer, never taken for poison.
+    assert await _end_offset(bootstrap, topics.dead_letter_topic("command")) == dead_before
+
+
+async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str) -> None:
+    [spec] = [s for s in topics.topic_specs(1) if s.name == topics.COMMANDS]
+    settings = {**spec.config(), "segment.ms": value}
+    await admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, settings)])
+
+
+async def _end_offset(bootstrap: str, topic: str) -> int:
+    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await kafka.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
+        return sum((await kafka.end_offsets(tps)).values())
+    finally:
+        await kafka.stop()
 
 
 async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,

@@ -129,8 +129,11 @@ class Watch:
         await self._consumer.stop()
 
     async def read(self) -> list[bytes]:
+        """The values read so far; the command service's roll markers are no records of
+        anyone's (contracts.topics.ROLL_MARKER_HEADER)."""
         for records in (await self._consumer.getmany(timeout_ms=100)).values():
-            self.values.extend(r.value or b"" for r in records)
+            self.values.extend(
+                r.value or b"" for r in records if not topics.is_roll_marker(r.headers))
         return self.values
 
 

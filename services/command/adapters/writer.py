@@ -83,6 +83,7 @@ class Decoded:
     envelope: CommandEnvelope | None = None
     poison: str | None = None
     submitted: Submitted | None = None
+    marker: bool = False  # the pruner's roll marker: committed with the batch, nothing else
 
 
 class PartitionWriter:
@@ -212,6 +213,8 @@ class PartitionWriter:
         if isinstance(item, Submitted):
             return Decoded(None, envelope=item.envelope, submitted=item)
         record = item
+        if topics.is_roll_marker(record.headers):
+            return Decoded(record, marker=True)
         try:
             return Decoded(
                 record, envelope=CommandEnvelope.model_validate_json(record.value or b"")
@@ -241,6 +244,8 @@ class PartitionWriter:
         return await self._keys.ensure(new, existing)
 
     async def _handle(self, d: Decoded, keys: dict[str, bytes], cleanup: Cleanup) -> None:
+        if d.marker:
+            return
         if d.envelope is None:
             assert d.record is not None  # only a Kafka record can be undecodable
             await self._dead_letter(d.record, d.poison or "poison")
@@ -407,6 +412,9 @@ def forget_receipt(events: list[Event]) -> dict[str, Any]:
             "keystore: the item's data key is deleted, so every sealed copy in engram.events "
             "is unreadable (crypto-shredding)",
             "read models: text removed from the item, every revision and every embedding",
+            "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
+            "deleted from the broker's disk within minutes of being decided, as every decided "
+            "command is",
         ],
         "kept": "a content-free tombstone and keyed hashes of the text",
     }
