@@ -109,6 +109,14 @@ class ForgetMemory(ItemCommand):
     reason: str | None = Field(default=None, max_length=500)
 
 
+class ClearMemories(Command):
+    """Erase every memory of the scope for real, each as ForgetMemory would (the seeds'
+    clear-all). Only with explicit confirmation: ``confirm`` must be true."""
+
+    confirm: bool = False
+    reason: str | None = Field(default=None, max_length=500)
+
+
 COMMANDS: dict[str, type[Command]] = {
     c.__name__: c
     for c in (
@@ -123,5 +131,6 @@ COMMANDS: dict[str, type[Command]] = {
         ConfirmCandidate,
         DismissCandidate,
         ForgetMemory,
+        ClearMemories,
     )
 }

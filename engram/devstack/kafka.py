@@ -214,6 +214,7 @@ def server_properties(paths: StatePaths) -> dict[str, str]:
         # every 5 s, not 5 min, so that the commands the command service prunes leave
         # the disk soon after (services/command/adapters/pruner.py).
         "log.retention.check.interval.ms": "5000",
+        "log.initial.task.delay.ms": "5000",  # the first check: 30 s after a start by default
     }
 
 

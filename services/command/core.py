@@ -24,7 +24,7 @@ from contracts.events import (
     Sealed,
 )
 from services.command.confirm import user_asked_to_save
-from services.command.errors import Conflict, Gone, InvalidCommand, NotFound
+from services.command.errors import Conflict, Forbidden, Gone, InvalidCommand, NotFound
 from services.command.state import Item, StreamState
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
@@ -44,6 +44,7 @@ class Context:
     new_item_id: Callable[[], str]
     seal: Callable[[str, str], Sealed]  # (item_id, text) -> sealed text
     content_hash: Callable[[str], str]
+    is_admin: bool = False  # the token has the org's admin role
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -270,15 +271,29 @@ def _forget(
     item = _item(state, cmd.item_id)
     if candidates_only and item.status != "candidate":
         raise Conflict(f"memory {item.item_id} is {item.status}, not a candidate")
-    hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
-    return [
-        MemoryForgotten(
-            item_id=item.item_id,
-            content_hashes=hashes,
-            revisions=len(item.revisions),
-            reason=cmd.reason,
+    return [_forgotten(item, cmd.reason)]
+
+
+def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event]:
+    """Every memory of the stream not yet forgotten (candidates, disabled and archived
+    ones too), forgotten in one command; none when the scope holds none."""
+    if ctx.scope == "shared" and not ctx.is_admin:
+        raise Forbidden("clearing the org's shared memory needs the admin role")
+    if not cmd.confirm:
+        raise InvalidCommand(
+            "clearing erases every memory of this scope for good, with no undo; "
+            "send confirm=true to mean it"
         )
+    return [
+        _forgotten(item, cmd.reason) for item in state.items.values() if item.status != "forgotten"
     ]
+
+
+def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
+    hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
+    return MemoryForgotten(
+        item_id=item.item_id, content_hashes=hashes, revisions=len(item.revisions), reason=reason
+    )
 
 
 _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Event]]] = {
@@ -293,4 +308,5 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.ConfirmCandidate: _confirm,
     c.DismissCandidate: _dismiss,
     c.ForgetMemory: _forget,
+    c.ClearMemories: _clear,
 }

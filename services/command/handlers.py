@@ -75,6 +75,11 @@ async def forget(request: Request) -> JSONResponse:
     return await _submit(request, "ForgetMemory", {"item_id": item_id, "scope": scope})
 
 
+async def clear(request: Request) -> JSONResponse:
+    """Forget every memory of one scope (``{"confirm": true, "scope": ...}``)."""
+    return await _submit(request, "ClearMemories", await _json(request, optional=True))
+
+
 async def any_command(request: Request) -> JSONResponse:
     try:
         body = CommandRequest.model_validate(await _json(request))
@@ -91,6 +96,8 @@ async def any_command(request: Request) -> JSONResponse:
 
 routes = [
     Route("/v1/memories", remember, methods=["POST"]),
+    # Before the item routes: "clear" is no item id.
+    Route("/v1/memories/clear", clear, methods=["POST"]),
     Route("/v1/memories/{item_id}/{action}", item_action, methods=["POST"]),
     Route("/v1/memories/{item_id}", forget, methods=["DELETE"]),
     Route("/v1/commands", any_command, methods=["POST"]),

@@ -171,6 +171,53 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
     assert await _end_offset(bootstrap, topics.dead_letter_topic("command")) == dead_before
 
 
+async def test_clear_forgets_every_memory_of_one_scope_after_confirmation(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    ana = caller()
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        mine = [(await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                 json={"content": text})).json()["item_id"]
+                for text in ("Ana drinks tea at four", "Ana's locker is 12")]
+        shared = (await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                  json={"content": "Deploys are on Tuesdays",
+                                        "scope": "shared"})).json()["item_id"]
+        not_admin = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers,
+                                    json={"confirm": True, "scope": "shared"})
+        assert not_admin.status_code == 403, not_admin.text
+        unconfirmed = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers, json={})
+        assert unconfirmed.status_code == 422, unconfirmed.text
+        assert "confirm=true" in unconfirmed.json()["detail"]
+
+        cleared = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers,
+                                  json={"confirm": True})
+
+        assert cleared.status_code == 200, cleared.text
+        erased = cleared.json()["receipt"]["erased"]
+        assert sorted(e["item_id"] for e in erased) == sorted(mine)
+        for item_id in mine:
+            await eventually(lambda i=item_id: _status(http, rec, ana.headers, i, 404),
+                             what=f"{item_id} gone from recall")
+        assert (await http.get(f"{rec}/v1/memories/{shared}", headers=ana.headers)
+                ).status_code == 200  # another scope: untouched
+        again = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                json={"content": "Ana drinks tea at four"})
+        assert again.status_code == 409 and "forgotten" in again.json()["detail"]
+
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        rows = await conn.fetch("SELECT status, content FROM memory.items WHERE item_id = ANY($1)",
+                                mine)
+        assert [tuple(r) for r in rows] == [("forgotten", None)] * 2
+    finally:
+        await conn.close()
+
+
+async def _status(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,
+                  status: int) -> bool:
+    return (await http.get(f"{url}/v1/memories/{item_id}", headers=headers)).status_code == status
+
+
 async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str) -> None:
     [spec] = [s for s in topics.topic_specs(1) if s.name == topics.COMMANDS]
     settings = {**spec.config(), "segment.ms": value}

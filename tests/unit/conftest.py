@@ -21,9 +21,11 @@ def unseal(sealed: Sealed) -> str:
     return base64.b64decode(sealed.ciphertext).decode()
 
 
-def make_context(scope: str = "member:ana", is_agent: bool = False) -> Context:
+def make_context(scope: str = "member:ana", is_agent: bool = False,
+                 is_admin: bool = False) -> Context:
     counter = itertools.count(1)
     prefix = next(_ids)
     return Context(scope=scope, is_agent=is_agent, now=datetime(2026, 1, 1, tzinfo=UTC),
                    new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
-                   content_hash=lambda text: f"h:{' '.join(text.lower().split())}")
+                   content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
+                   is_admin=is_admin)

@@ -14,7 +14,7 @@ from contracts.events import (
     MemoryStatusChanged,
 )
 from services.command.core import Context, decide
-from services.command.errors import Conflict, Gone, InvalidCommand, NotFound
+from services.command.errors import Conflict, Forbidden, Gone, InvalidCommand, NotFound
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context, unseal
 
@@ -106,6 +106,42 @@ def test_forget_is_terminal_keeps_hashes_and_refuses_an_accidental_resave() -> N
         run(state, c.RememberMemory(content="Secret  plan"))
     assert isinstance(run(state, c.RememberMemory(content="secret plan",
                                                   resave_forgotten=True))[0], MemoryRemembered)
+
+
+def test_clear_forgets_every_memory_of_the_scope_only_when_confirmed() -> None:
+    state = StreamState("s")
+    active, old = remembered(state, "tea at four"), remembered(state, "coffee at nine")
+    gone = remembered(state, "the old door code")
+    candidate = remembered(state, "maybe likes jazz", candidate=True)
+    disabled = remembered(state, "standup at ten")
+    run(state, c.DisableMemory(item_id=disabled, disabled=True))
+    run(state, c.ArchiveMemory(item_id=old, superseded_by=active))
+    run(state, c.ForgetMemory(item_id=gone))
+    with pytest.raises(InvalidCommand, match="confirm=true"):
+        run(state, c.ClearMemories())
+    assert state.items[active].status == "active"
+
+    events = run(state, c.ClearMemories(confirm=True, reason="starting over"))
+
+    assert [e.item_id for e in events] == [active, old, candidate, disabled]
+    assert all(isinstance(e, MemoryForgotten) and e.reason == "starting over" for e in events)
+    assert all(i.status == "forgotten" and i.revisions == {} for i in state.items.values())
+    with pytest.raises(Conflict, match="forgotten before"):
+        run(state, c.RememberMemory(content="tea at four"))
+    assert run(state, c.ClearMemories(confirm=True)) == []  # nothing left to clear
+
+
+def test_only_an_admin_clears_the_shared_scope() -> None:
+    state = StreamState("acme/shared")
+    shared = make_context(scope="shared")
+    [event] = run(state, c.RememberMemory(content="Deploys are on Tuesdays", scope="shared"),
+                  shared)
+    with pytest.raises(Forbidden, match="admin"):
+        run(state, c.ClearMemories(scope="shared", confirm=True), shared)
+    assert state.items[event.item_id].status == "active"
+    admin = make_context(scope="shared", is_admin=True)
+    assert [e.item_id for e in run(state, c.ClearMemories(scope="shared", confirm=True),
+                                   admin)] == [event.item_id]
 
 
 def test_unknown_items_are_not_found() -> None:

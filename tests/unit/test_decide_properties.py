@@ -21,7 +21,7 @@ SLOT = st.integers(min_value=0, max_value=3)  # which known item a command targe
 @st.composite
 def steps(draw: Any) -> tuple[str, dict[str, Any]]:
     kind = draw(st.sampled_from(["remember", "correct", "restore", "undo", "pin", "disable",
-                                 "archive", "unarchive", "confirm", "forget"]))
+                                 "archive", "unarchive", "confirm", "forget", "clear"]))
     return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
                   "stale": draw(st.booleans()), "flag": draw(st.booleans())}
 
@@ -42,6 +42,7 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState) -> c.C
         "unarchive": lambda: c.UnarchiveMemory(item_id=item_id),
         "confirm": lambda: c.ConfirmCandidate(item_id=item_id),
         "forget": lambda: c.ForgetMemory(item_id=item_id),
+        "clear": lambda: c.ClearMemories(confirm=a["flag"]),
     }[kind]()
 
 
@@ -81,6 +82,8 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
                 # A candidate becomes active only by a person's confirm.
                 assert item.status != "active" or (kind == "confirm" and not a["agent"])
         assert state.seq == seq
+        if isinstance(cmd, c.ClearMemories):  # a confirmed clear leaves nothing readable
+            assert cmd.confirm and all(i.status == "forgotten" for i in state.items.values())
         for item in state.items.values():
             if item.status == "forgotten":  # no sealed text of it survives anywhere
                 assert item.revisions == {} and item.last_change is None

@@ -26,7 +26,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.commands import COMMANDS, Command, ForgetMemory
+from contracts.commands import COMMANDS, ClearMemories, Command, ForgetMemory
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
@@ -286,9 +286,14 @@ class PartitionWriter:
             cleanup.discard.append(new_item_id(env.command_id))
             return
         ids = [await self._append(state, env, principal, e) for e in events]
-        result = dict(state.results.get(env.command_id, {}))
+        # A clear's answer is its receipt, not the last of the items it forgot.
+        result = (
+            {} if isinstance(cmd, ClearMemories) else dict(state.results.get(env.command_id, {}))
+        )
         result.update(stream_id=env.stream_id, generation=state.generation, seq=state.seq)
-        if isinstance(cmd, ForgetMemory) or any(isinstance(e, MemoryForgotten) for e in events):
+        if isinstance(cmd, ForgetMemory | ClearMemories) or any(
+            isinstance(e, MemoryForgotten) for e in events
+        ):
             result["receipt"] = forget_receipt(events)
         await self._reply(
             d,
@@ -343,6 +348,7 @@ class PartitionWriter:
             new_item_id=lambda: new_item_id(env.command_id),
             seal=seal_for,
             content_hash=lambda text: master.content_hash(principal.org, text),
+            is_admin="admin" in principal.roles,
         )
 
     async def _append(
