@@ -9,6 +9,7 @@ engram demo          remember something, recall it, print the packet
 engram replay        rebuild the read models into a shadow database and compare
 engram reindex       embed active items that lack a vector of the configured model
 engram prune-commands  delete decided commands from engram.commands now
+engram import-memory-md  import a legacy MEMORY.md once, as a pinned note
 """
 
 from __future__ import annotations
@@ -220,6 +221,48 @@ def prune_commands(
         return
     for partition, start in sorted(starts.items()):
         console.print(f"engram.commands partition {partition}: records below {start} deleted")
+
+
+@app.command("import-memory-md")
+def import_memory_md(
+    path: Path = typer.Argument(..., help="The legacy MEMORY.md to import."),
+    token: str = typer.Option(..., envvar="ENGRAM_TOKEN", help="The person's bearer token."),
+    scope: str = typer.Option("private", help="private, shared, agent, session or project."),
+    command_url: str = "http://127.0.0.1:8081",
+) -> None:
+    """Import a legacy MEMORY.md once, as a pinned note of the token's person (seed 000).
+    A second import of the same scope changes nothing and says so. The file is only read,
+    never written; one that cannot be read ends the command before anything is sent."""
+    import httpx
+
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"[bold red]error:[/bold red] cannot read {path}: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    try:
+        answer = httpx.post(
+            f"{command_url}/v1/memories/import-memory-md",
+            headers={"authorization": f"Bearer {token}"},
+            json={"content": content, "scope": scope},
+            timeout=30,
+        )
+    except httpx.TransportError as exc:
+        raise StartupRefused(
+            f"the command service at {command_url} does not answer ({exc}): start it with "
+            "`engram up`"
+        ) from None
+    try:
+        body = answer.json()
+    except ValueError:
+        body = {"detail": answer.text[:500]}
+    if answer.status_code >= 400:
+        err.print(f"[bold red]error:[/bold red] {body.get('detail', body)}", highlight=False)
+        raise typer.Exit(1)
+    if body.get("duplicate"):
+        console.print(f"{path} was imported before, as memory {body['item_id']}: nothing to do")
+    else:
+        console.print(f"{path} imported as pinned note {body['item_id']} ({body['status']})")
 
 
 @app.command("fetch-model")

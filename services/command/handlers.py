@@ -75,6 +75,44 @@ async def forget(request: Request) -> JSONResponse:
     return await _submit(request, "ForgetMemory", {"item_id": item_id, "scope": scope})
 
 
+# A stream's MEMORY.md import is one command id, so that the writer's idempotency record
+# keeps it from ever happening twice (the first answer comes back, marked duplicate).
+_IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
+
+
+async def import_memory_md(request: Request) -> JSONResponse:
+    """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
+    ``{"content": <the file's text>, "scope": ...}``."""
+    body = await _json(request)
+    content, scope = body.get("content"), body.get("scope", "private")
+    if not isinstance(content, str) or not content.strip():
+        raise ProblemError(422, "Invalid request", "content: the file's text, not empty", "invalid")
+    if not isinstance(scope, str):
+        raise ProblemError(422, "Invalid request", "scope: a scope's name", "invalid")
+    if len(content) > c.MAX_CONTENT:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"MEMORY.md holds {len(content)} characters and one memory at most "
+            f"{c.MAX_CONTENT}: shorten it, or save its parts as separate memories",
+            "invalid",
+        )
+    try:
+        stream = principal_from(request, request.app.state.verifier).stream(scope)
+    except ScopeError as exc:
+        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    payload = {
+        "content": content,
+        "kind": "note",
+        "pinned": True,
+        "title": "Imported MEMORY.md",
+        "sources": ["MEMORY.md"],
+        "scope": scope,
+    }
+    command_id = str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}"))
+    return await _submit(request, "RememberMemory", payload, command_id=command_id, created=True)
+
+
 async def clear(request: Request) -> JSONResponse:
     """Forget every memory of one scope (``{"confirm": true, "scope": ...}``)."""
     return await _submit(request, "ClearMemories", await _json(request, optional=True))
@@ -96,8 +134,9 @@ async def any_command(request: Request) -> JSONResponse:
 
 routes = [
     Route("/v1/memories", remember, methods=["POST"]),
-    # Before the item routes: "clear" is no item id.
+    # Before the item routes: these are no item ids.
     Route("/v1/memories/clear", clear, methods=["POST"]),
+    Route("/v1/memories/import-memory-md", import_memory_md, methods=["POST"]),
     Route("/v1/memories/{item_id}/{action}", item_action, methods=["POST"]),
     Route("/v1/memories/{item_id}", forget, methods=["DELETE"]),
     Route("/v1/commands", any_command, methods=["POST"]),
