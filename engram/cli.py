@@ -10,6 +10,8 @@ engram replay        rebuild the read models into a shadow database and compare
 engram reindex       embed active items that lack a vector of the configured model
 engram prune-commands  delete decided commands from engram.commands now
 engram import-memory-md  import a legacy MEMORY.md once, as a pinned note
+engram lag           how far behind each consumer is
+engram dlq           inspect the dead letters; ``dlq redrive`` publishes one again
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Engram: event-sourced memory for AI agents.", no_args_is_help=True)
 app.add_typer(dev_app, name="dev")
+dlq_app = typer.Typer(help="The dead-letter topics (engram.dlq.<service>).", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
 console = Console()
 err = Console(stderr=True)
 
@@ -263,6 +267,74 @@ def import_memory_md(
         console.print(f"{path} was imported before, as memory {body['item_id']}: nothing to do")
     else:
         console.print(f"{path} imported as pinned note {body['item_id']} ({body['status']})")
+
+
+@app.command()
+def lag() -> None:
+    """How far behind each consumer is: records between its next offset and its topic's
+    last stable offset (the command service's group from Kafka, the others from their
+    offsets tables in Postgres)."""
+    from rich.table import Table
+
+    from engram.operate import consumer_lag
+
+    common = _ready_settings()
+    rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
+    if not rows:
+        console.print("no consumer has stored an offset yet")
+        return
+    table = Table("consumer", "topic", "partition", "next offset", "end", "behind")
+    for column in table.columns[:2]:
+        column.overflow = "fold"  # names whole, on two lines if need be
+    for r in rows:
+        behind = str(r.behind) if r.exact else f"~{r.behind} offsets"
+        table.add_row(r.consumer, r.topic, str(r.partition), str(r.at), str(r.end), behind)
+    console.print(table)
+
+
+@dlq_app.command("list")
+def dlq_list(
+    services: list[str] = typer.Argument(None, help="Services (default: all five)."),
+    last: int = typer.Option(5, help="How many of the newest letters to show, per service."),
+) -> None:
+    """How many dead letters each service has, and the newest ones: where the record came
+    from, when, and the error."""
+    from contracts.topics import SERVICES
+    from engram.operate import OperateError, dead_letters
+
+    common = _ready_settings()
+    for service in services or list(SERVICES):
+        try:
+            total, letters = asyncio.run(
+                dead_letters(common.kafka_bootstrap_servers, service, last)
+            )
+        except OperateError as exc:
+            err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        console.print(f"[bold]engram.dlq.{service}[/bold]: {total} letter(s)")
+        for letter in letters:
+            b = letter.body
+            where = f"{b.get('topic')}[{b.get('partition')}]@{b.get('offset')}"
+            error = " ".join(str(b.get("error", "")).split())[:240]
+            console.print(f"  {letter.offset}: {b.get('failed_at', '?')} {where}: {error}")
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    service: str = typer.Argument(..., help="Whose dead-letter topic."),
+    offset: int = typer.Argument(..., help="The letter's offset (see `engram dlq list`)."),
+) -> None:
+    """Publish a dead letter's record again to the topic it came from (commands and
+    conversation turns only), once what made it fail is fixed."""
+    from engram.operate import OperateError, redrive
+
+    common = _ready_settings()
+    try:
+        topic, partition, at = asyncio.run(redrive(common.kafka_bootstrap_servers, service, offset))
+    except OperateError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    console.print(f"re-driven: the record is now {topic}[{partition}]@{at}")
 
 
 @app.command("fetch-model")
