@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,34 +143,16 @@ async def _records_between(
 
 async def dead_letters(bootstrap: str, service: str, last: int) -> tuple[int, list[Letter]]:
     """How many letters the service's dead-letter topic holds, and the ``last`` newest."""
-    tp = _dlq(service)
-    kafka = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await kafka.start()
-    try:
-        start = (await kafka.beginning_offsets([tp]))[tp]
-        end = (await kafka.end_offsets([tp]))[tp]
+    async with _letters(bootstrap, service) as (kafka, tp, start, end):
         letters = await _read(kafka, tp, max(start, end - last), end) if last > 0 else []
-        return end - start, letters
-    finally:
-        await kafka.stop()
+    return end - start, letters
 
 
 async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, int]:
     """Publish the record of the letter at ``offset`` again where it came from; returns
     the topic, partition and offset it now has."""
-    tp = _dlq(service)
-    kafka = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await kafka.start()
-    try:
-        start = (await kafka.beginning_offsets([tp]))[tp]
-        end = (await kafka.end_offsets([tp]))[tp]
+    async with _letters(bootstrap, service) as (kafka, tp, start, end):
         letters = await _read(kafka, tp, offset, offset + 1) if start <= offset < end else []
-    finally:
-        await kafka.stop()
     if not letters or letters[0].offset != offset:
         held = f"its letters are at {start} to {end - 1}" if end > start else "it is empty"
         raise OperateError(f"{tp.topic} holds no letter at offset {offset}: {held}")
@@ -192,10 +176,24 @@ async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, 
     return source, sent.partition, sent.offset
 
 
-def _dlq(service: str) -> TopicPartition:
+@asynccontextmanager
+async def _letters(
+    bootstrap: str, service: str
+) -> AsyncIterator[tuple[AIOKafkaConsumer, TopicPartition, int, int]]:
+    """A reader of the service's dead-letter topic, with its first and end offsets."""
     if service not in topics.SERVICES:
         raise OperateError(f"no service {service!r}: one of {', '.join(topics.SERVICES)}")
-    return TopicPartition(topics.dead_letter_topic(service), 0)
+    tp = TopicPartition(topics.dead_letter_topic(service), 0)
+    kafka = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await kafka.start()
+    try:
+        start = (await kafka.beginning_offsets([tp]))[tp]
+        end = (await kafka.end_offsets([tp]))[tp]
+        yield kafka, tp, start, end
+    finally:
+        await kafka.stop()
 
 
 async def _read(kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int) -> list[Letter]:
