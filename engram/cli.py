@@ -276,10 +276,14 @@ def lag() -> None:
     offsets tables in Postgres)."""
     from rich.table import Table
 
-    from engram.operate import consumer_lag
+    from engram.operate import OperateError, consumer_lag
 
     common = _ready_settings()
-    rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
+    try:
+        rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
+    except OperateError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     if not rows:
         console.print("no consumer has stored an offset yet")
         return

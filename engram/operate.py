@@ -17,6 +17,7 @@ event re-reads it by a replay.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from typing import Any
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from contracts import topics
 from engram.kafka import partition_count
@@ -65,6 +67,10 @@ async def consumer_lag(bootstrap: str, database_url: str) -> list[Lag]:
     """Each consumer's lag on every partition of the topics it reads; a partition it has
     stored no offset for yet it reads from the start."""
     positions = await _postgres_positions(database_url) + await _command_positions(bootstrap)
+    existing = await _topics(bootstrap)  # an offset row may outlive its topic
+    positions = [p for p in positions if p[1] in existing]
+    if not positions:
+        return []
     kafka = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
@@ -112,7 +118,19 @@ async def _command_positions(bootstrap: str) -> list[tuple[str, str, int, int]]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        committed = await admin.list_consumer_group_offsets(COMMAND_GROUP)
+        # A fresh broker makes its offsets topic when a group is first looked up, and
+        # answers "no coordinator" until it has.
+        deadline = time.monotonic() + READ_SECONDS
+        while True:
+            try:
+                committed = await admin.list_consumer_group_offsets(COMMAND_GROUP)
+                break
+            except GroupCoordinatorNotAvailableError as exc:
+                if time.monotonic() > deadline:
+                    raise OperateError(
+                        "the broker's group coordinator is not available yet; try again"
+                    ) from exc
+                await asyncio.sleep(0.5)
     finally:
         await admin.close()
     return [
@@ -120,6 +138,15 @@ async def _command_positions(bootstrap: str) -> list[tuple[str, str, int, int]]:
         for tp, meta in committed.items()
         if tp.topic == topics.COMMANDS and meta.offset >= 0
     ]
+
+
+async def _topics(bootstrap: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
 
 
 async def _records_between(

@@ -36,17 +36,24 @@ async def stored_offsets(stack_settings: dict[str, str]) -> AsyncIterator[str]:
         await conn.close()
 
 
-async def test_lag_counts_records_not_markers(
-    stack_settings: dict[str, str], stored_offsets: str
-) -> None:
-    bootstrap, dsn = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], stack_settings["DATABASE_URL"]
-    topic = f"test-lag-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+@pytest.fixture
+async def lag_topic(stack_settings: dict[str, str]) -> AsyncIterator[str]:
+    name = f"test-lag-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.create_topics([NewTopic(name, 1, 1)])
+        yield name
+        await admin.delete_topics([name])
     finally:
         await admin.close()
+
+
+async def test_lag_counts_records_not_markers(
+    stack_settings: dict[str, str], stored_offsets: str, lag_topic: str
+) -> None:
+    bootstrap, dsn = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], stack_settings["DATABASE_URL"]
+    topic = lag_topic
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic)
     await producer.start()
     try:
