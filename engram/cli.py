@@ -8,10 +8,9 @@ engram token         mint a development token
 engram demo          remember something, recall it, print the packet
 engram replay        rebuild the read models into a shadow database and compare
 engram reindex       embed active items that lack a vector of the configured model
-engram prune-commands  delete decided commands from engram.commands now
-engram import-memory-md  import a legacy MEMORY.md once, as a pinned note
-engram lag           how far behind each consumer is
-engram dlq           inspect the dead letters; ``dlq redrive`` publishes one again
+
+and the operator's commands of ``engram.operate_cli``: lag, dlq, prune-commands,
+import-memory-md.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ from engram.auth import dev_secret, mint_token
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.logging import configure_logging
-from engram.service import StartupRefused, load_settings, require_reachable
-from engram.settings import CommonSettings
+from engram.operate_cli import register as register_operate
+from engram.service import StartupRefused, ready_settings
 from engram.setup import setup as run_setup
 
 if TYPE_CHECKING:
@@ -37,8 +36,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Engram: event-sourced memory for AI agents.", no_args_is_help=True)
 app.add_typer(dev_app, name="dev")
-dlq_app = typer.Typer(help="The dead-letter topics (engram.dlq.<service>).", no_args_is_help=True)
-app.add_typer(dlq_app, name="dlq")
+register_operate(app)
 console = Console()
 err = Console(stderr=True)
 
@@ -47,18 +45,10 @@ def _progress(message: str) -> None:
     err.print(f"[dim]•[/dim] {message}", highlight=False)
 
 
-def _ready_settings(kafka: bool = True) -> CommonSettings:
-    """The connection settings, once PostgreSQL (and Kafka) answer; else a StartupRefused
-    that says what to start or set."""
-    common = load_settings(CommonSettings)
-    require_reachable(common, kafka=kafka)
-    return common
-
-
 @app.command()
 def setup() -> None:
     """Create the topics and apply every service's migrations (idempotent)."""
-    report = asyncio.run(run_setup(_ready_settings()))
+    report = asyncio.run(run_setup(ready_settings()))
     console.print(f"topics created: {report.topics_created or 'none (all present)'}")
     for owner, files in report.migrations.items():
         console.print(f"{owner}: {', '.join(files) if files else 'up to date'}")
@@ -147,7 +137,7 @@ def replay(
     from services.projector.replay import recreate_database
     from services.projector.replay import replay as run_replay
 
-    common = _ready_settings()
+    common = ready_settings()
 
     async def go() -> int:
         shadow = await recreate_database(common.database_url, into)
@@ -181,7 +171,7 @@ def reindex(
     from engram.embeddings.errors import ModelUnavailableError
     from services.indexer.reindex import run_reindex
 
-    _ready_settings(kafka=False)
+    ready_settings(kafka=False)
     configure_logging("reindex", "WARNING")  # the bar shows progress; warnings say why it stops
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     try:
@@ -197,148 +187,6 @@ def reindex(
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     raise typer.Exit(_reindex_summary(result))
-
-
-@app.command("prune-commands")
-def prune_commands(
-    group: str = typer.Option("engram-command", help="The command service's consumer group."),
-) -> None:
-    """One pass of the command service's pruner over every partition of engram.commands:
-    delete what the group has decided, and roll each segment the group has read into (the
-    service does this every ENGRAM_COMMAND_PRUNE_SECONDS; this is for "now", after a
-    forget). The broker removes the files at its next retention check."""
-    from services.command.adapters.pruner import CommandLogPruner
-
-    common = _ready_settings()
-
-    async def go() -> dict[int, int]:
-        pruner = CommandLogPruner(common.kafka_bootstrap_servers, group)
-        await pruner.start()
-        try:
-            return await pruner.prune_once(await pruner.all_partitions())
-        finally:
-            await pruner.stop()
-
-    starts = asyncio.run(go())
-    if not starts:
-        console.print(f"group {group} has decided nothing on engram.commands: nothing to delete")
-        return
-    for partition, start in sorted(starts.items()):
-        console.print(f"engram.commands partition {partition}: records below {start} deleted")
-
-
-@app.command("import-memory-md")
-def import_memory_md(
-    path: Path = typer.Argument(..., help="The legacy MEMORY.md to import."),
-    token: str = typer.Option(..., envvar="ENGRAM_TOKEN", help="The person's bearer token."),
-    scope: str = typer.Option("private", help="private, shared, agent, session or project."),
-    command_url: str = "http://127.0.0.1:8081",
-) -> None:
-    """Import a legacy MEMORY.md once, as a pinned note of the token's person (seed 000).
-    A second import of the same scope changes nothing and says so. The file is only read,
-    never written; one that cannot be read ends the command before anything is sent."""
-    import httpx
-
-    try:
-        content = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        err.print(f"[bold red]error:[/bold red] cannot read {path}: {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    try:
-        answer = httpx.post(
-            f"{command_url}/v1/memories/import-memory-md",
-            headers={"authorization": f"Bearer {token}"},
-            json={"content": content, "scope": scope},
-            timeout=30,
-        )
-    except httpx.TransportError as exc:
-        raise StartupRefused(
-            f"the command service at {command_url} does not answer ({exc}): start it with "
-            "`engram up`"
-        ) from None
-    try:
-        body = answer.json()
-    except ValueError:
-        body = {"detail": answer.text[:500]}
-    if answer.status_code >= 400:
-        err.print(f"[bold red]error:[/bold red] {body.get('detail', body)}", highlight=False)
-        raise typer.Exit(1)
-    if body.get("duplicate"):
-        console.print(f"{path} was imported before, as memory {body['item_id']}: nothing to do")
-    else:
-        console.print(f"{path} imported as pinned note {body['item_id']} ({body['status']})")
-
-
-@app.command()
-def lag() -> None:
-    """How far behind each consumer is: records between its next offset and its topic's
-    last stable offset (the command service's group from Kafka, the others from their
-    offsets tables in Postgres)."""
-    from rich.table import Table
-
-    from engram.operate import OperateError, consumer_lag
-
-    common = _ready_settings()
-    try:
-        rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
-    except OperateError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    if not rows:
-        console.print("no consumer has stored an offset yet")
-        return
-    table = Table("consumer", "topic", "partition", "next offset", "end", "behind")
-    for column in table.columns[:2]:
-        column.overflow = "fold"  # names whole, on two lines if need be
-    for r in rows:
-        behind = str(r.behind) if r.exact else f"~{r.behind} offsets"
-        table.add_row(r.consumer, r.topic, str(r.partition), str(r.at), str(r.end), behind)
-    console.print(table)
-
-
-@dlq_app.command("list")
-def dlq_list(
-    services: list[str] = typer.Argument(None, help="Services (default: all five)."),
-    last: int = typer.Option(5, help="How many of the newest letters to show, per service."),
-) -> None:
-    """How many dead letters each service has, and the newest ones: where the record came
-    from, when, and the error."""
-    from contracts.topics import SERVICES
-    from engram.operate import OperateError, dead_letters
-
-    common = _ready_settings()
-    for service in services or list(SERVICES):
-        try:
-            total, letters = asyncio.run(
-                dead_letters(common.kafka_bootstrap_servers, service, last)
-            )
-        except OperateError as exc:
-            err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
-            raise typer.Exit(1) from None
-        console.print(f"[bold]engram.dlq.{service}[/bold]: {total} letter(s)")
-        for letter in letters:
-            b = letter.body
-            where = f"{b.get('topic')}[{b.get('partition')}]@{b.get('offset')}"
-            error = " ".join(str(b.get("error", "")).split())[:240]
-            console.print(f"  {letter.offset}: {b.get('failed_at', '?')} {where}: {error}")
-
-
-@dlq_app.command("redrive")
-def dlq_redrive(
-    service: str = typer.Argument(..., help="Whose dead-letter topic."),
-    offset: int = typer.Argument(..., help="The letter's offset (see `engram dlq list`)."),
-) -> None:
-    """Publish a dead letter's record again to the topic it came from (commands and
-    conversation turns only), once what made it fail is fixed."""
-    from engram.operate import OperateError, redrive
-
-    common = _ready_settings()
-    try:
-        topic, partition, at = asyncio.run(redrive(common.kafka_bootstrap_servers, service, offset))
-    except OperateError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    console.print(f"re-driven: the record is now {topic}[{partition}]@{at}")
 
 
 @app.command("fetch-model")

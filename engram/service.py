@@ -142,3 +142,11 @@ def _address(dsn: str) -> str:
     """host:port of a database URL, without its user or password."""
     parts = urlsplit(dsn)
     return f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+
+
+def ready_settings(kafka: bool = True) -> CommonSettings:
+    """The connection settings for a CLI command, once PostgreSQL (and Kafka) answer; else
+    a StartupRefused that says what to start or set."""
+    common = load_settings(CommonSettings)
+    require_reachable(common, kafka=kafka)
+    return common

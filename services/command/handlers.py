@@ -83,20 +83,7 @@ _IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
 async def import_memory_md(request: Request) -> JSONResponse:
     """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
     ``{"content": <the file's text>, "scope": ...}``."""
-    body = await _json(request)
-    content, scope = body.get("content"), body.get("scope", "private")
-    if not isinstance(content, str) or not content.strip():
-        raise ProblemError(422, "Invalid request", "content: the file's text, not empty", "invalid")
-    if not isinstance(scope, str):
-        raise ProblemError(422, "Invalid request", "scope: a scope's name", "invalid")
-    if len(content) > c.MAX_CONTENT:
-        raise ProblemError(
-            422,
-            "Invalid request",
-            f"MEMORY.md holds {len(content)} characters and one memory at most "
-            f"{c.MAX_CONTENT}: shorten it, or save its parts as separate memories",
-            "invalid",
-        )
+    content, scope = _memory_md(await _json(request))
     try:
         stream = principal_from(request, request.app.state.verifier).stream(scope)
     except ScopeError as exc:
@@ -111,6 +98,24 @@ async def import_memory_md(request: Request) -> JSONResponse:
     }
     command_id = str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}"))
     return await _submit(request, "RememberMemory", payload, command_id=command_id, created=True)
+
+
+def _memory_md(body: dict[str, Any]) -> tuple[str, str]:
+    """The file's text and the scope, or a 422 that says what is wrong."""
+    content, scope = body.get("content"), body.get("scope", "private")
+    if not isinstance(content, str) or not content.strip():
+        raise ProblemError(422, "Invalid request", "content: the file's text, not empty", "invalid")
+    if not isinstance(scope, str):
+        raise ProblemError(422, "Invalid request", "scope: a scope's name", "invalid")
+    if len(content) > c.MAX_CONTENT:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"MEMORY.md holds {len(content)} characters and one memory at most "
+            f"{c.MAX_CONTENT}: shorten it, or save its parts as separate memories",
+            "invalid",
+        )
+    return content, scope
 
 
 async def clear(request: Request) -> JSONResponse:

@@ -1,0 +1,167 @@
+"""The operator's commands on a running Engram (DESIGN §8), registered on ``engram``:
+
+engram lag                 how far behind each consumer is
+engram dlq list | redrive  the dead letters; publish one again
+engram prune-commands      delete decided commands from engram.commands now
+engram import-memory-md    import a legacy MEMORY.md once, as a pinned note
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from engram.service import StartupRefused, ready_settings
+
+console = Console()
+err = Console(stderr=True)
+dlq_app = typer.Typer(help="The dead-letter topics (engram.dlq.<service>).", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(lag)
+    app.add_typer(dlq_app, name="dlq")
+    app.command("prune-commands")(prune_commands)
+    app.command("import-memory-md")(import_memory_md)
+
+
+def prune_commands(
+    group: str = typer.Option("engram-command", help="The command service's consumer group."),
+) -> None:
+    """One pass of the command service's pruner over every partition of engram.commands:
+    delete what the group has decided, and roll each segment the group has read into (the
+    service does this every ENGRAM_COMMAND_PRUNE_SECONDS; this is for "now", after a
+    forget). The broker removes the files at its next retention check."""
+    from services.command.adapters.pruner import CommandLogPruner
+
+    common = ready_settings()
+
+    async def go() -> dict[int, int]:
+        pruner = CommandLogPruner(common.kafka_bootstrap_servers, group)
+        await pruner.start()
+        try:
+            return await pruner.prune_once(await pruner.all_partitions())
+        finally:
+            await pruner.stop()
+
+    starts = asyncio.run(go())
+    if not starts:
+        console.print(f"group {group} has decided nothing on engram.commands: nothing to delete")
+        return
+    for partition, start in sorted(starts.items()):
+        console.print(f"engram.commands partition {partition}: records below {start} deleted")
+
+
+def import_memory_md(
+    path: Path = typer.Argument(..., help="The legacy MEMORY.md to import."),
+    token: str = typer.Option(..., envvar="ENGRAM_TOKEN", help="The person's bearer token."),
+    scope: str = typer.Option("private", help="private, shared, agent, session or project."),
+    command_url: str = "http://127.0.0.1:8081",
+) -> None:
+    """Import a legacy MEMORY.md once, as a pinned note of the token's person (seed 000).
+    A second import of the same scope changes nothing and says so. The file is only read,
+    never written; one that cannot be read ends the command before anything is sent."""
+    import httpx
+
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"[bold red]error:[/bold red] cannot read {path}: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    try:
+        answer = httpx.post(
+            f"{command_url}/v1/memories/import-memory-md",
+            headers={"authorization": f"Bearer {token}"},
+            json={"content": content, "scope": scope},
+            timeout=30,
+        )
+    except httpx.TransportError as exc:
+        raise StartupRefused(
+            f"the command service at {command_url} does not answer ({exc}): start it with "
+            "`engram up`"
+        ) from None
+    try:
+        body = answer.json()
+    except ValueError:
+        body = {"detail": answer.text[:500]}
+    if answer.status_code >= 400:
+        err.print(f"[bold red]error:[/bold red] {body.get('detail', body)}", highlight=False)
+        raise typer.Exit(1)
+    if body.get("duplicate"):
+        console.print(f"{path} was imported before, as memory {body['item_id']}: nothing to do")
+    else:
+        console.print(f"{path} imported as pinned note {body['item_id']} ({body['status']})")
+
+
+def lag() -> None:
+    """How far behind each consumer is: records between its next offset and its topic's
+    last stable offset (the command service's group from Kafka, the others from their
+    offsets tables in Postgres)."""
+    from rich.table import Table
+
+    from engram.operate import OperateError, consumer_lag
+
+    common = ready_settings()
+    try:
+        rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
+    except OperateError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    if not rows:
+        console.print("no consumer has stored an offset yet")
+        return
+    table = Table("consumer", "topic", "partition", "next offset", "end", "behind")
+    for column in table.columns[:2]:
+        column.overflow = "fold"  # names whole, on two lines if need be
+    for r in rows:
+        behind = str(r.behind) if r.exact else f"~{r.behind} offsets"
+        table.add_row(r.consumer, r.topic, str(r.partition), str(r.at), str(r.end), behind)
+    console.print(table)
+
+
+@dlq_app.command("list")
+def dlq_list(
+    services: list[str] = typer.Argument(None, help="Services (default: all five)."),
+    last: int = typer.Option(5, help="How many of the newest letters to show, per service."),
+) -> None:
+    """How many dead letters each service has, and the newest ones: where the record came
+    from, when, and the error."""
+    from contracts.topics import SERVICES
+    from engram.operate import OperateError, dead_letters
+
+    common = ready_settings()
+    for service in services or list(SERVICES):
+        try:
+            total, letters = asyncio.run(
+                dead_letters(common.kafka_bootstrap_servers, service, last)
+            )
+        except OperateError as exc:
+            err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        console.print(f"[bold]engram.dlq.{service}[/bold]: {total} letter(s)")
+        for letter in letters:
+            b = letter.body
+            where = f"{b.get('topic')}[{b.get('partition')}]@{b.get('offset')}"
+            error = " ".join(str(b.get("error", "")).split())[:240]
+            console.print(f"  {letter.offset}: {b.get('failed_at', '?')} {where}: {error}")
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    service: str = typer.Argument(..., help="Whose dead-letter topic."),
+    offset: int = typer.Argument(..., help="The letter's offset (see `engram dlq list`)."),
+) -> None:
+    """Publish a dead letter's record again to the topic it came from (commands and
+    conversation turns only), once what made it fail is fixed."""
+    from engram.operate import OperateError, redrive
+
+    common = ready_settings()
+    try:
+        topic, partition, at = asyncio.run(redrive(common.kafka_bootstrap_servers, service, offset))
+    except OperateError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    console.print(f"re-driven: the record is now {topic}[{partition}]@{at}")
