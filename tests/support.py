@@ -72,6 +72,21 @@ async def read_replies(
         await consumer.stop()
 
 
+async def end_offsets(bootstrap: str, names: list[str]) -> dict[TopicPartition, int]:
+    """Every partition's end offset (committed or not) of these topics."""
+    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await kafka.start()
+    try:
+        tps = [
+            TopicPartition(name, p)
+            for name in names
+            for p in range(await partition_count(bootstrap, name))
+        ]
+        return dict(await kafka.end_offsets(tps))
+    finally:
+        await kafka.stop()
+
+
 def new_command_id() -> str:
     return str(uuid.uuid4())
 

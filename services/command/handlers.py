@@ -8,6 +8,7 @@ remember). Errors still go through the app's problem+json handlers."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
@@ -83,30 +84,30 @@ _IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
 async def import_memory_md(request: Request) -> JSONResponse:
     """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
     ``{"content": <the file's text>, "scope": ...}``."""
-    content, scope = _memory_md(await _json(request))
-    try:
-        stream = principal_from(request, request.app.state.verifier).stream(scope)
-    except ScopeError as exc:
-        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    body = await _json(request)
     payload = {
-        "content": content,
+        "content": _memory_md(body),
         "kind": "note",
         "pinned": True,
         "title": "Imported MEMORY.md",
         "sources": ["MEMORY.md"],
-        "scope": scope,
+        "scope": body.get("scope", "private"),
     }
-    command_id = str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}"))
-    return await _submit(request, "RememberMemory", payload, command_id=command_id, created=True)
+    return await _submit(
+        request,
+        "RememberMemory",
+        payload,
+        created=True,
+        id_per_stream=lambda stream: str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}")),
+    )
 
 
-def _memory_md(body: dict[str, Any]) -> tuple[str, str]:
-    """The file's text and the scope, or a 422 that says what is wrong."""
-    content, scope = body.get("content"), body.get("scope", "private")
+def _memory_md(body: dict[str, Any]) -> str:
+    """The file's text, or a 422 that says what is wrong with it (the scope is checked as
+    every command's is)."""
+    content = body.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ProblemError(422, "Invalid request", "content: the file's text, not empty", "invalid")
-    if not isinstance(scope, str):
-        raise ProblemError(422, "Invalid request", "scope: a scope's name", "invalid")
     if len(content) > c.MAX_CONTENT:
         raise ProblemError(
             422,
@@ -115,7 +116,7 @@ def _memory_md(body: dict[str, Any]) -> tuple[str, str]:
             f"{c.MAX_CONTENT}: shorten it, or save its parts as separate memories",
             "invalid",
         )
-    return content, scope
+    return content
 
 
 async def clear(request: Request) -> JSONResponse:
@@ -170,7 +171,9 @@ async def _submit(
     *,
     command_id: str | None = None,
     created: bool = False,
+    id_per_stream: Callable[[str], str] | None = None,
 ) -> JSONResponse:
+    """``id_per_stream``: the command's id follows from its stream (a once-only command)."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
     model = c.COMMANDS.get(type_)
@@ -195,6 +198,8 @@ async def _submit(
         ) from exc
     except ScopeError as exc:
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    if id_per_stream is not None:
+        command_id = id_per_stream(stream)
     command_id = command_id or request.headers.get("idempotency-key") or str(uuid.uuid4())
     payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
     envelope = CommandEnvelope(

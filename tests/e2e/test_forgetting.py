@@ -11,7 +11,6 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
@@ -21,12 +20,18 @@ from engram.crypto import MasterKey, load_master_key
 from engram.devstack import kafka as devkafka
 from engram.devstack import postgres as devpostgres
 from engram.devstack import resolve_state
-from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.command.adapters.pruner import CommandLogPruner
 from services.projector.replay import replay
 from tests.conftest import caller
-from tests.support import eventually, new_command_id, read_replies, send_commands, shadow_database
+from tests.support import (
+    end_offsets,
+    eventually,
+    new_command_id,
+    read_replies,
+    send_commands,
+    shadow_database,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -149,7 +154,8 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
     assert forgotten.status_code == 200, forgotten.text
     assert any(w.startswith(topics.COMMANDS) for w in forgotten.json()["receipt"]["where"])
 
-    dead_before = await _end_offset(bootstrap, topics.dead_letter_topic("command"))
+    dead_letters = [topics.dead_letter_topic("command")]
+    dead_before = await end_offsets(bootstrap, dead_letters)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     pruner = CommandLogPruner(bootstrap, "engram-command")
@@ -168,7 +174,7 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
         await pruner.stop()
         await admin.close()
     # The markers were committed by the writer, never taken for poison.
-    assert await _end_offset(bootstrap, topics.dead_letter_topic("command")) == dead_before
+    assert await end_offsets(bootstrap, dead_letters) == dead_before
 
 
 async def test_clear_forgets_every_memory_of_one_scope_after_confirmation(
@@ -223,16 +229,6 @@ async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str) -> None:
     settings = {**spec.config(), "segment.ms": value}
     await admin.alter_configs(
         [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, settings)])
-
-
-async def _end_offset(bootstrap: str, topic: str) -> int:
-    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await kafka.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
-        return sum((await kafka.end_offsets(tps)).values())
-    finally:
-        await kafka.stop()
 
 
 async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,

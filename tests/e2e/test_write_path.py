@@ -12,9 +12,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
-from engram.kafka import partition_count
 from tests.conftest import Caller, caller
-from tests.support import eventually, new_command_id, read_replies, send_commands
+from tests.support import end_offsets, eventually, new_command_id, read_replies, send_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -189,7 +188,7 @@ async def test_an_http_command_is_handed_over_in_process_not_through_kafka(
     its writer: neither the command (its text included) nor its answer crosses Kafka,
     only the events do. A repeat still gets the first answer."""
     bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
-    before = await _end_offsets(bootstrap, [topics.COMMANDS, topics.REPLIES])
+    before = await end_offsets(bootstrap, [topics.COMMANDS, topics.REPLIES])
     ana, command_id = caller(), new_command_id()
     headers = {**ana.headers, "Idempotency-Key": command_id}
     async with httpx.AsyncClient(timeout=30) as http:
@@ -203,23 +202,9 @@ async def test_an_http_command_is_handed_over_in_process_not_through_kafka(
     assert not [v for v in crossed if command_id.encode() in v or b"7 apples" in v]
 
 
-async def _end_offsets(bootstrap: str, names: list[str]) -> dict[TopicPartition, int]:
-    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await kafka.start()
-    try:
-        tps = [
-            TopicPartition(name, p)
-            for name in names
-            for p in range(await partition_count(bootstrap, name))
-        ]
-        return dict(await kafka.end_offsets(tps))
-    finally:
-        await kafka.stop()
-
-
 async def _records_since(bootstrap: str, since: dict[TopicPartition, int]) -> list[bytes]:
     """Every record (committed or not) written to these partitions after ``since``."""
-    end = await _end_offsets(bootstrap, sorted({tp.topic for tp in since}))
+    end = await end_offsets(bootstrap, sorted({tp.topic for tp in since}))
     kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await kafka.start()
     values: list[bytes] = []
