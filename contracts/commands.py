@@ -8,15 +8,28 @@ only choose among the scopes its bearer token already grants.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONTENT = 4000
 MAX_TITLE = 200
+# Links (seed 004): a memory holds at most this many outgoing links, and at most this
+# many kinds toward any one other memory; past a bound the command is refused with
+# ``link_capacity_exceeded``.
+MAX_LINKS = 1000
+MAX_LINK_KINDS = 16
+# Written by archiving (``superseded_by``), never by a link command.
+RESERVED_LINK_KINDS = frozenset({"supersedes"})
 
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 ScopeChoice = Literal["private", "shared", "agent", "session", "project"]
+
+
+RelatedIds = Annotated[
+    tuple[Annotated[str, Field(min_length=1, max_length=64)], ...], Field(max_length=32)
+]
+LinkKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 
 
 class Command(BaseModel):
@@ -48,6 +61,8 @@ class RememberMemory(Command):
     candidate: bool = False
     # A fact that stops counting at this time (it then counts as expired).
     expires_at: datetime | None = None
+    # Memories this one relates to: each gets a ``related`` link from it.
+    related_ids: RelatedIds = ()
 
     @field_validator("tags")
     @classmethod
@@ -64,6 +79,7 @@ class CorrectMemory(ItemCommand):
     content: str = Field(min_length=1, max_length=MAX_CONTENT)
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     user_message: str | None = Field(default=None, max_length=20_000)
+    related_ids: RelatedIds = ()
 
 
 class RestoreRevision(ItemCommand):
@@ -109,6 +125,29 @@ class ForgetMemory(ItemCommand):
     reason: str | None = Field(default=None, max_length=500)
 
 
+class LinkMemory(ItemCommand):
+    """A directed link from one of your memories (``item_id``) to any memory you can see.
+    The same link again changes nothing; a new ``weight`` replaces the old one."""
+
+    target_id: str = Field(min_length=1, max_length=64)
+    kind: LinkKind = "related"
+    weight: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _not_reserved(cls, kind: str) -> str:
+        if kind in RESERVED_LINK_KINDS:
+            raise ValueError(f"the kind {kind!r} is reserved: archiving writes it")
+        return kind
+
+
+class UnlinkMemory(ItemCommand):
+    """Remove exactly the link that (``item_id``, ``target_id``, ``kind``) names."""
+
+    target_id: str = Field(min_length=1, max_length=64)
+    kind: LinkKind = "related"
+
+
 class ClearMemories(Command):
     """Erase every memory of the scope for real, each as ForgetMemory would (the seeds'
     clear-all). Only with explicit confirmation: ``confirm`` must be true."""
@@ -132,5 +171,7 @@ COMMANDS: dict[str, type[Command]] = {
         DismissCandidate,
         ForgetMemory,
         ClearMemories,
+        LinkMemory,
+        UnlinkMemory,
     )
 }

@@ -85,9 +85,31 @@ class MemoryForgotten(Event):
     reason: str | None = None
 
 
+class MemoryLinked(Event):
+    """A link from ``item_id`` to ``target_id`` of one kind, new or with a new weight.
+    Links are no revision of the item: they carry no text."""
+
+    target_id: str
+    kind: str
+    weight: float | None = None
+
+
+class MemoryUnlinked(Event):
+    target_id: str
+    kind: str
+
+
 EVENTS: dict[str, type[Event]] = {
     e.__name__: e
-    for e in (MemoryRemembered, MemoryRevised, MemoryPinned, MemoryStatusChanged, MemoryForgotten)
+    for e in (
+        MemoryRemembered,
+        MemoryRevised,
+        MemoryPinned,
+        MemoryStatusChanged,
+        MemoryForgotten,
+        MemoryLinked,
+        MemoryUnlinked,
+    )
 }
 SCHEMA_VERSIONS: dict[str, int] = {name: 1 for name in EVENTS}
 

@@ -112,3 +112,25 @@ class OrgPolicy(BaseModel):
     policy: Policy = "hybrid"
     max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)
+
+
+class Link(BaseModel):
+    """A directed link between two memories (seed 004); ``direction`` is as seen from the
+    memory asked about."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source_id: str
+    target_id: str
+    kind: str
+    weight: float | None
+    direction: Literal["out", "in"]
+    created_at: datetime
+    updated_at: datetime
+
+
+class LinksResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    links: list[Link]  # newest first; only links whose two memories the caller can see

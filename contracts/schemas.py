@@ -32,6 +32,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "SearchRequest": recall.SearchRequest,
         "OrgPolicy": recall.OrgPolicy,
         "SearchResponse": recall.SearchResponse,
+        "LinksResponse": recall.LinksResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

@@ -23,6 +23,7 @@ from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
+from services.command.adapters.targets import LinkTargets
 from services.command.adapters.writer import PartitionWriter
 from services.command.handlers import routes
 from services.command.settings import CommandSettings
@@ -61,6 +62,7 @@ def create_app(
                 reply_partitions,
                 settings.checkpoint_every,
                 settings.cached_items,
+                LinkTargets(pool),
             )
 
         processor = CommandProcessor(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,14 +17,23 @@ from contracts import commands as c
 from contracts.events import (
     Event,
     MemoryForgotten,
+    MemoryLinked,
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
+    MemoryUnlinked,
     Sealed,
 )
 from services.command.confirm import user_asked_to_save
-from services.command.errors import Conflict, Forbidden, Gone, InvalidCommand, NotFound
+from services.command.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    InvalidCommand,
+    LinkCapacityExceeded,
+    NotFound,
+)
 from services.command.state import Item, StreamState
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
@@ -45,6 +54,9 @@ class Context:
     seal: Callable[[str, str], Sealed]  # (item_id, text) -> sealed text
     content_hash: Callable[[str], str]
     is_admin: bool = False  # the token has the org's admin role
+    # Memories of other streams the caller can see, among those the command links to
+    # (the writer looks them up; a link within the stream needs no lookup).
+    targets: frozenset[str] = frozenset()
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -66,8 +78,10 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     )
     existing = state.active_by_key(cmd.key) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
-        return [_revision(existing, cmd.content, cmd.title, ctx, "corrected")]
+        revised = _revision(existing, cmd.content, cmd.title, ctx, "corrected")
+        return [revised, *_related(state, existing.item_id, existing.links, cmd.related_ids, ctx)]
     item_id = ctx.new_item_id()
+    related = _related(state, item_id, None, cmd.related_ids, ctx)
     return [
         MemoryRemembered(
             item_id=item_id,
@@ -84,7 +98,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
             content_length=len(cmd.content),
             expires_at=cmd.expires_at,
             replaces=existing.item_id if existing else None,
-        )
+        ),
+        *related,
     ]
 
 
@@ -136,9 +151,10 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
     )
     if item.confirmed and not confirmed:
         # An inference never replaces a confirmed fact: it waits as a candidate.
+        new_id = ctx.new_item_id()
         return [
             MemoryRemembered(
-                item_id=(new_id := ctx.new_item_id()),
+                item_id=new_id,
                 scope=ctx.scope,
                 kind=item.kind,
                 status="candidate",
@@ -148,9 +164,11 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
                 content_hash=ctx.content_hash(cmd.content),
                 content_length=len(cmd.content),
                 replaces=item.item_id,
-            )
+            ),
+            *_related(state, new_id, None, cmd.related_ids, ctx),
         ]
-    return [_revision(item, cmd.content, cmd.title, ctx, "corrected")]
+    revised = _revision(item, cmd.content, cmd.title, ctx, "corrected")
+    return [revised, *_related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
 
 def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) -> list[Event]:
@@ -289,6 +307,83 @@ def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event
     ]
 
 
+def _link(state: StreamState, cmd: c.LinkMemory, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    return _links(state, item.item_id, item.links, [(cmd.target_id, cmd.kind, cmd.weight)], ctx)
+
+
+def _unlink(state: StreamState, cmd: c.UnlinkMemory, ctx: Context) -> list[Event]:
+    item = _item(state, cmd.item_id)
+    if (cmd.target_id, cmd.kind) not in (item.links or {}):
+        raise NotFound(
+            f"memory {item.item_id} has no {cmd.kind!r} link to {cmd.target_id}",
+            item_id=item.item_id,
+            target_id=cmd.target_id,
+            kind=cmd.kind,
+        )
+    return [MemoryUnlinked(item_id=item.item_id, target_id=cmd.target_id, kind=cmd.kind)]
+
+
+def _related(
+    state: StreamState,
+    source_id: str,
+    links: dict[tuple[str, str], float | None] | None,
+    related_ids: Iterable[str],
+    ctx: Context,
+) -> list[Event]:
+    """The ``related`` links a save or a correction asks for (``related_ids``)."""
+    return _links(state, source_id, links, [(t, "related", None) for t in related_ids], ctx)
+
+
+def _links(
+    state: StreamState,
+    source_id: str,
+    links: dict[tuple[str, str], float | None] | None,
+    wanted: list[tuple[str, str, float | None]],
+    ctx: Context,
+) -> list[Event]:
+    """A MemoryLinked for each wanted link that is new or has a new weight; the same
+    link again (a weight of None keeps the one it has) changes nothing."""
+    held = dict(links or {})
+    events: list[Event] = []
+    for target_id, kind, weight in wanted:
+        _check_target(state, source_id, target_id, ctx)
+        if (target_id, kind) in held:
+            if weight is None or held[target_id, kind] == weight:
+                continue
+        elif len(held) >= c.MAX_LINKS:
+            raise LinkCapacityExceeded(
+                f"memory {source_id} holds {c.MAX_LINKS} links already; unlink one first",
+                item_id=source_id,
+                limit=c.MAX_LINKS,
+            )
+        elif sum(1 for t, _ in held if t == target_id) >= c.MAX_LINK_KINDS:
+            raise LinkCapacityExceeded(
+                f"memory {source_id} has {c.MAX_LINK_KINDS} kinds of link to {target_id} "
+                "already; unlink one first",
+                item_id=source_id,
+                target_id=target_id,
+                limit=c.MAX_LINK_KINDS,
+            )
+        held[target_id, kind] = weight
+        events.append(
+            MemoryLinked(item_id=source_id, target_id=target_id, kind=kind, weight=weight)
+        )
+    return events
+
+
+def _check_target(state: StreamState, source_id: str, target_id: str, ctx: Context) -> None:
+    """A link goes to a memory the caller can see: one of this stream, not forgotten, or
+    one of another stream that the writer found visible (``ctx.targets``)."""
+    if target_id == source_id:
+        raise InvalidCommand(f"memory {source_id} cannot link to itself")
+    target = state.items.get(target_id)
+    if target is not None and target.status == "forgotten":
+        raise Gone(f"memory {target_id} was forgotten; nothing links to it", item_id=target_id)
+    if target is None and target_id not in ctx.targets:
+        raise NotFound(f"no memory {target_id} you can see", item_id=target_id)
+
+
 def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
     hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
     return MemoryForgotten(
@@ -309,4 +404,6 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.DismissCandidate: _dismiss,
     c.ForgetMemory: _forget,
     c.ClearMemories: _clear,
+    c.LinkMemory: _link,
+    c.UnlinkMemory: _unlink,
 }

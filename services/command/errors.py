@@ -63,6 +63,12 @@ class Conflict(DomainError):
     code, status, title = "conflict", 409, "Conflict"
 
 
+class LinkCapacityExceeded(DomainError):
+    """A memory's links would pass a bound (seed 004's ``link_capacity_exceeded``)."""
+
+    code, status, title = "link_capacity_exceeded", 422, "Link capacity exceeded"
+
+
 class Gone(DomainError):
     """The memory was forgotten; nothing of it can come back."""
 

@@ -39,6 +39,8 @@ ACTIONS: dict[str, tuple[type[c.Command], dict[str, Any]]] = {
     "confirm": (c.ConfirmCandidate, {}),
     "dismiss": (c.DismissCandidate, {}),
     "forget": (c.ForgetMemory, {}),
+    "link": (c.LinkMemory, {}),
+    "unlink": (c.UnlinkMemory, {}),
 }
 
 

@@ -13,13 +13,17 @@ from typing import Any
 from contracts.events import (
     Event,
     MemoryForgotten,
+    MemoryLinked,
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
+    MemoryUnlinked,
     Sealed,
     Status,
 )
+
+LinkKey = tuple[str, str]  # (target_id, kind)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class Item:
     expires_at: datetime | None = None
     # What the last change did, so that Undo can reverse exactly that.
     last_change: tuple[str, Any] | None = None
+    # Outgoing links and their weights; None until the first. (A class-level default, so
+    # an item unpickled from a checkpoint written before links existed reads None too.)
+    links: dict[LinkKey, float | None] | None = None
 
     @property
     def current(self) -> Revision:
@@ -58,6 +65,9 @@ class StreamState:
     forgotten_hashes: set[str] = field(default_factory=set)
     # command_id -> the first answer, so a repeated command gets it again.
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The items that have held links, so a forget finds the links to it without a scan
+    # (None until the first link, as Item.links).
+    linked: set[str] | None = None
 
     def active_by_key(self, key: str) -> Item | None:
         for item in self.items.values():
@@ -128,7 +138,24 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     item = state.items[e.item_id]
     state.forgotten_hashes.update(e.content_hashes)
     # Keep only the tombstone: no sealed text survives in the writer either.
-    item.status, item.revisions, item.last_change = "forgotten", {}, None
+    item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None
+    for source in state.linked or ():  # the stream's own links to it go too
+        other = state.items[source]
+        if other.links:
+            other.links = {k: w for k, w in other.links.items() if k[0] != e.item_id}
+
+
+def _linked(state: StreamState, e: MemoryLinked) -> None:
+    item = state.items[e.item_id]
+    item.links = {**(item.links or {}), (e.target_id, e.kind): e.weight}
+    if state.linked is None:
+        state.linked = set()
+    state.linked.add(e.item_id)
+
+
+def _unlinked(state: StreamState, e: MemoryUnlinked) -> None:
+    item = state.items[e.item_id]
+    item.links = {k: w for k, w in (item.links or {}).items() if k != (e.target_id, e.kind)}
 
 
 _APPLY: dict[type[Event], Any] = {
@@ -137,4 +164,6 @@ _APPLY: dict[type[Event], Any] = {
     MemoryPinned: _pinned,
     MemoryStatusChanged: _status,
     MemoryForgotten: _forgotten,
+    MemoryLinked: _linked,
+    MemoryUnlinked: _unlinked,
 }

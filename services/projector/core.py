@@ -14,10 +14,12 @@ from contracts.envelope import EventHeader
 from contracts.events import (
     Event,
     MemoryForgotten,
+    MemoryLinked,
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
+    MemoryUnlinked,
 )
 
 
@@ -58,6 +60,8 @@ WRITE_ORDER = (
     "copy_revision",
     "pin_item",
     "status_item",
+    "link",
+    "forget_links",
     "forget_item",
     "forget_revisions",
     "tombstone",
@@ -154,7 +158,7 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
             ),
         ]
     if isinstance(event, MemoryStatusChanged):
-        return [
+        writes = [
             Write(
                 "status_item",
                 (event.item_id, event.revision, event.status, event.superseded_by, at),
@@ -164,8 +168,20 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                 (event.item_id, event.revision, event.status, actor, env.command_id, at),
             ),
         ]
+        # Archiving names what replaces the memory: that one "supersedes" it, until the
+        # archived memory comes back.
+        if event.status == "archived" and event.superseded_by:
+            writes.append(_link(event.superseded_by, event.item_id, "supersedes", env, None))
+        elif event.previous == "archived":
+            writes.append(_link(None, event.item_id, "supersedes", env, None, present=False))
+        return writes
+    if isinstance(event, MemoryLinked):
+        return [_link(event.item_id, event.target_id, event.kind, env, event.weight)]
+    if isinstance(event, MemoryUnlinked):
+        return [_link(event.item_id, event.target_id, event.kind, env, None, present=False)]
     if isinstance(event, MemoryForgotten):
         return [
+            Write("forget_links", (event.item_id, org, scope)),
             Write("forget_item", (event.item_id, at)),
             Write("forget_revisions", (event.item_id,)),
             Write(
@@ -184,6 +200,19 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
             ),
         ]
     raise TypeError(f"no projection for {type(event).__name__}")
+
+
+def _link(
+    source_id: str | None,
+    target_id: str,
+    kind: str,
+    env: EventHeader,
+    weight: float | None,
+    present: bool = True,
+) -> Write:
+    """A link made (or re-weighted), or removed when not ``present``."""
+    org, scope = org_scope(env.stream_id)
+    return Write("link", (source_id, target_id, kind, org, scope, weight, env.occurred_at, present))
 
 
 def _revision_row(

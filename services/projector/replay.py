@@ -34,6 +34,8 @@ CHECKSUM_QUERIES = {
     "WHERE org LIKE $1 ORDER BY item_id",
     "generations": "SELECT org, scope, generation FROM memory.generations "
     "WHERE org LIKE $1 ORDER BY org, scope",
+    "links": "SELECT source_id, target_id, kind, weight, created_at, updated_at "
+    "FROM memory.links WHERE org LIKE $1 ORDER BY source_id, target_id, kind",
 }
 
 

@@ -13,6 +13,8 @@ from contracts.recall import (
     ContextEntry,
     ContextResponse,
     GenerationResponse,
+    Link,
+    LinksResponse,
     OrgPolicy,
     RecallRequest,
     RecallResponse,
@@ -112,6 +114,26 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
     if row is None:
         raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
     return dict(row)
+
+
+@router.get("/v1/memories/{item_id}/links")
+async def get_links(
+    request: Request,
+    item_id: str,
+    direction: Literal["out", "in", "both"] = "both",
+    limit: int = Query(100, ge=1, le=1000),
+) -> LinksResponse:
+    """A memory's links, outbound, inbound or both, newest first (seed 004's list_links)."""
+    app = request.app.state
+    rows = await app.store.links(principal_from(request, app.verifier), item_id, direction, limit)
+    if rows is None:
+        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+    return LinksResponse(
+        item_id=item_id,
+        links=[
+            Link(**dict(r), direction="out" if r["source_id"] == item_id else "in") for r in rows
+        ],
+    )
 
 
 @router.get("/v1/memories")

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
-from contracts.events import MemoryRemembered, MemoryStatusChanged
+from contracts.events import MemoryLinked, MemoryRemembered, MemoryStatusChanged, MemoryUnlinked
 from services.command.core import decide
 from services.command.errors import Conflict, DomainError
 from services.command.state import StreamState, evolve
@@ -21,12 +21,15 @@ SLOT = st.integers(min_value=0, max_value=3)  # which known item a command targe
 @st.composite
 def steps(draw: Any) -> tuple[str, dict[str, Any]]:
     kind = draw(st.sampled_from(["remember", "correct", "restore", "undo", "pin", "disable",
-                                 "archive", "unarchive", "confirm", "forget", "clear"]))
+                                 "archive", "unarchive", "confirm", "forget", "clear",
+                                 "link", "unlink"]))
     return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
-                  "stale": draw(st.booleans()), "flag": draw(st.booleans())}
+                  "stale": draw(st.booleans()), "flag": draw(st.booleans()),
+                  "other": draw(SLOT)}
 
 
-def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState) -> c.Command:
+def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
+          other_id: str) -> c.Command:
     current = state.items[item_id].revision if item_id in state.items else 1
     base = current - 1 if a["stale"] and current > 1 else current
     return {
@@ -43,6 +46,11 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState) -> c.C
         "confirm": lambda: c.ConfirmCandidate(item_id=item_id),
         "forget": lambda: c.ForgetMemory(item_id=item_id),
         "clear": lambda: c.ClearMemories(confirm=a["flag"]),
+        "link": lambda: c.LinkMemory(item_id=item_id, target_id=other_id,
+                                     kind="related" if a["flag"] else "depends-on",
+                                     weight=0.5 if a["stale"] else None),
+        "unlink": lambda: c.UnlinkMemory(item_id=item_id, target_id=other_id,
+                                         kind="related" if a["flag"] else "depends-on"),
     }[kind]()
 
 
@@ -54,9 +62,10 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
     seq = 0
     for kind, a in sequence:
         item_id = ids[a["slot"] % len(ids)] if ids else "missing"
+        other_id = ids[a["other"] % len(ids)] if ids else "missing"
         before = state.items.get(item_id, None)
         before_rev, before_status = (before.revision, before.status) if before else (0, None)
-        cmd = build(kind, a, item_id, state)
+        cmd = build(kind, a, item_id, state, other_id)
         ctx = make_context(is_agent=a["agent"])
         try:
             events = decide(state, cmd, ctx)
@@ -76,7 +85,9 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
                 ids.append(event.item_id)
                 continue
             item = state.items[event.item_id]
-            if item.status != "forgotten":
+            if isinstance(event, MemoryLinked | MemoryUnlinked):
+                assert item.revision == before_rev  # a link is no revision of the text
+            elif item.status != "forgotten":
                 assert item.revision == before_rev + 1  # revisions increase by exactly one
             if isinstance(event, MemoryStatusChanged) and before_status == "candidate":
                 # A candidate becomes active only by a person's confirm.
@@ -87,5 +98,8 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
         for item in state.items.values():
             if item.status == "forgotten":  # no sealed text of it survives anywhere
                 assert item.revisions == {} and item.last_change is None
+                assert not item.links  # and no link from it
+            for target, _ in item.links or {}:  # nor to it, within the stream
+                assert state.items[target].status != "forgotten" and target != item.item_id
             if not item.confirmed:
                 assert item.status in ("candidate", "forgotten")

@@ -226,8 +226,9 @@ def command_events(sequence: list[Any]) -> list[Event]:
     events: list[Event] = []
     for kind, a in sequence:
         item_id = ids[a["slot"] % len(ids)] if ids else "missing"
+        other_id = ids[a["other"] % len(ids)] if ids else "missing"
         try:
-            decided = decide(state, build(kind, a, item_id, state), make_context())
+            decided = decide(state, build(kind, a, item_id, state, other_id), make_context())
         except DomainError:
             continue
         for event in decided:

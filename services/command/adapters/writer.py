@@ -35,6 +35,7 @@ from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.restore import Restorer
+from services.command.adapters.targets import LinkTargets, Target
 from services.command.core import Context, decide, new_item_id
 from services.command.errors import (
     DomainError,
@@ -99,8 +100,10 @@ class PartitionWriter:
         reply_partitions: int,
         checkpoint_every: int = 5000,
         cached_items: int = 100_000,
+        targets: LinkTargets | None = None,
     ) -> None:
         self.partition = partition
+        self._targets = targets
         self._group_id = group_id
         self._keys = keystore
         self._verifier = verifier
@@ -171,10 +174,11 @@ class PartitionWriter:
         try:
             await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
             keys = await self._prepare_keys(decoded)
+            targets = await self._find_targets(decoded)
             t1 = time.perf_counter()
             async with self._producer.transaction():
                 for d in decoded:
-                    await self._handle(d, keys, cleanup)
+                    await self._handle(d, keys, targets, cleanup)
                 t2 = time.perf_counter()
                 if consumed:
                     tp = TopicPartition(topics.COMMANDS, self.partition)
@@ -243,7 +247,24 @@ class PartitionWriter:
             existing |= sealed_key_ids(env.payload)
         return await self._keys.ensure(new, existing)
 
-    async def _handle(self, d: Decoded, keys: dict[str, bytes], cleanup: Cleanup) -> None:
+    async def _find_targets(self, decoded: list[Decoded]) -> dict[str, Target]:
+        """The memories of other streams that the batch's commands link to."""
+        if self._targets is None:
+            return {}
+        wanted: set[str] = set()
+        for d in decoded:
+            if (env := d.envelope) is None:
+                continue
+            ids = env.payload.get("related_ids") or ()
+            if env.type == "LinkMemory":
+                ids = [env.payload.get("target_id")]
+            state = self.states.get(env.stream_id)
+            wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
+        return await self._targets.find(wanted)
+
+    async def _handle(
+        self, d: Decoded, keys: dict[str, bytes], targets: dict[str, Target], cleanup: Cleanup
+    ) -> None:
         if d.marker:
             return
         if d.envelope is None:
@@ -265,7 +286,8 @@ class PartitionWriter:
             return
         try:
             principal, cmd = self._authorise(env, keys)
-            events = decide(state, cmd, self._context(env, principal, cmd, keys))
+            ctx = self._context(env, principal, cmd, keys, targets)
+            events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(
                 d,
@@ -334,7 +356,12 @@ class PartitionWriter:
         return principal, cmd
 
     def _context(
-        self, env: CommandEnvelope, principal: Principal, cmd: Command, keys: dict[str, bytes]
+        self,
+        env: CommandEnvelope,
+        principal: Principal,
+        cmd: Command,
+        keys: dict[str, bytes],
+        targets: dict[str, Target],
     ) -> Context:
         master = self._keys.master
 
@@ -349,6 +376,7 @@ class PartitionWriter:
             seal=seal_for,
             content_hash=lambda text: master.content_hash(principal.org, text),
             is_admin="admin" in principal.roles,
+            targets=frozenset(i for i, t in targets.items() if t.visible_to(principal)),
         )
 
     async def _append(

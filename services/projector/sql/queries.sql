@@ -65,3 +65,21 @@ INSERT INTO memory.tombstones (item_id, org, scope, content_hashes, revisions, r
                               command_id, forgotten_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (item_id) DO NOTHING
+
+-- name: link
+-- A link made or re-weighted ($8 true), or removed ($8 false; a NULL source removes the
+-- target's links of that kind from any source). One query for both, so the links of a
+-- batch apply in the order of its events.
+WITH removed AS (
+    DELETE FROM memory.links
+    WHERE NOT $8::boolean AND ($1::text IS NULL OR source_id = $1) AND target_id = $2 AND kind = $3
+)
+INSERT INTO memory.links (source_id, target_id, kind, org, scope, weight, created_at, updated_at)
+SELECT $1, $2, $3, $4, $5, $6::double precision, $7::timestamptz, $7 WHERE $8::boolean
+ON CONFLICT (source_id, target_id, kind)
+    DO UPDATE SET weight = EXCLUDED.weight, updated_at = EXCLUDED.updated_at
+
+-- name: forget_links
+-- A forgotten memory's links, and those to it from its own stream.
+DELETE FROM memory.links
+WHERE source_id = $1 OR (target_id = $1 AND org = $2 AND scope = $3)

@@ -247,6 +247,15 @@ class RecallStore:
         async with as_principal(self._pool, p) as conn:
             return await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
 
+    async def links(
+        self, p: Principal, item_id: str, direction: str, limit: int
+    ) -> list[asyncpg.Record] | None:
+        """The memory's links the caller may see; None when it cannot see the memory."""
+        async with as_principal(self._pool, p) as conn:
+            if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
+                return None
+            return list(await conn.fetch(Q["links"], item_id, direction, limit, p.org))
+
     async def list_items(
         self, p: Principal, statuses: list[str], before: Any, before_id: str, limit: int
     ) -> list[asyncpg.Record]:

@@ -109,3 +109,13 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
     max_chars = EXCLUDED.max_chars, updated_by = EXCLUDED.updated_by, updated_at = now()
 RETURNING policy, max_items, max_chars
+
+-- name: links
+-- A memory's links, outbound ($2 'out'), inbound ('in') or both, newest first; the
+-- policy on memory.links keeps those whose two memories the caller cannot see.
+SELECT source_id, target_id, kind, weight, created_at, updated_at
+FROM memory.links
+WHERE org = $4
+  AND ((source_id = $1 AND $2 IN ('out', 'both')) OR (target_id = $1 AND $2 IN ('in', 'both')))
+ORDER BY updated_at DESC, source_id, target_id, kind
+LIMIT $3
