@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from contracts import commands as c
@@ -125,3 +127,15 @@ def test_forget_drops_the_memory_s_links_and_its_stream_s_links_to_it() -> None:
         run(state, c.LinkMemory(item_id=a, target_id=b))
     with pytest.raises(Gone):
         run(state, c.LinkMemory(item_id=b, target_id=a))
+
+
+def test_a_state_checkpointed_before_links_existed_takes_links() -> None:
+    state = StreamState("s")
+    a, b = remembered(state, "a"), remembered(state, "b")
+    for item in state.items.values():  # as unpickled from a checkpoint of before links
+        del item.__dict__["links"]
+    del state.__dict__["linked"]
+    old = pickle.loads(pickle.dumps(state))
+    run(old, c.LinkMemory(item_id=a, target_id=b))
+    run(old, c.ForgetMemory(item_id=b))
+    assert old.items[a].links == {} and old.linked == {a}
