@@ -6,7 +6,7 @@ engram status        each part, healthy or not
 engram setup         topics and migrations only
 engram token         mint a development token
 engram demo          remember something, recall it, print the packet
-engram replay        rebuild the read models into a shadow database and compare
+engram replay        rebuild the read models into a shadow database, compare, --swap
 engram reindex       embed active items that lack a vector of the configured model
 
 and the operator's commands of ``engram.operate_cli``: lag, dlq, prune-commands,
@@ -130,14 +130,26 @@ def demo(
 def replay(
     into: str = typer.Option("engram_replay", help="Shadow database to rebuild into."),
     org: str = typer.Option("%", help="Compare only orgs LIKE this pattern."),
+    swap: bool = typer.Option(
+        False, "--swap", help="Then put the shadow in place of the live read models."
+    ),
 ) -> None:
     """Rebuild the read models from engram.events offset 0 into a shadow database and
-    compare them, by checksum, with the live ones."""
+    compare them, by checksum, with the live ones; with --swap, replace the live read
+    models by the shadow's atomically (the projector keeps running)."""
     from engram.crypto import MasterKey, load_master_key
     from services.projector.replay import recreate_database
     from services.projector.replay import replay as run_replay
+    from services.projector.settings import ProjectorSettings
+    from services.projector.swap import SwapError
+    from services.projector.swap import swap as run_swap
 
+    if swap and org != "%":
+        console.print("[red]--swap needs the whole log: leave --org out[/red]")
+        raise typer.Exit(2)
     common = ready_settings()
+    master = MasterKey(load_master_key(common))
+    group_id = ProjectorSettings().group_id
 
     async def go() -> int:
         shadow = await recreate_database(common.database_url, into)
@@ -145,9 +157,10 @@ def replay(
             common.database_url,
             shadow,
             common.kafka_bootstrap_servers,
-            MasterKey(load_master_key(common)),
+            master,
             org_pattern=org,
             progress=_progress,
+            group_id=group_id,
         )
         console.print(f"replayed {report.events} events in {report.seconds} s into {into}")
         console.print(
@@ -155,7 +168,27 @@ def replay(
             f"{report.live_checksum[:16]}: "
             + ("[green]match[/green]" if report.matches else "[red]differ[/red]")
         )
-        return 0 if report.matches else 1
+        if not swap:
+            return 0 if report.matches else 1
+        try:
+            swapped = await run_swap(
+                common.database_url,
+                shadow,
+                common.kafka_bootstrap_servers,
+                master,
+                group_id=group_id,
+                progress=_progress,
+            )
+        except SwapError as exc:
+            console.print(f"[red]swap failed: {exc}[/red]")
+            return 1
+        console.print(
+            f"swapped {sum(swapped.rows.values())} rows in {len(swapped.rows)} tables "
+            f"({swapped.caught_up} events caught up) in {swapped.seconds} s; live checksum "
+            f"now {swapped.checksum[:16]}. The shadow database {into} is kept; drop it "
+            "when done."
+        )
+        return 0
 
     raise typer.Exit(asyncio.run(go()))
 

@@ -1,6 +1,10 @@
-"""Replay engram.events from offset 0 into a shadow database and compare it with
-the live read models. Keys come from the live key store, so a forgotten item
-replays as its tombstone: its key is gone, its text cannot come back."""
+"""Replay engram.events from offset 0 into a shadow database, compare it with the live
+read models, and (``swap``) put it in their place atomically. Keys come from the live key
+store, so a forgotten item replays as its tombstone: its key is gone, its text cannot
+come back.
+
+A whole replay records where it stopped in the shadow's ``projector.offsets``, under the
+live projector's group id, so a swap knows what the shadow holds."""
 
 from __future__ import annotations
 
@@ -18,10 +22,14 @@ from engram.crypto import MasterKey
 from engram.db import create_pool, migrate, migrate_shared
 from engram.kafka import consumer, partition_count
 from engram.keystore import KeyStore
+from engram.tracking import OFFSETS_UPSERT
 from services.projector.handlers import EventProjector
+from services.projector.settings import ProjectorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
 Progress = Callable[[str], None]
+GROUP_ID = ProjectorSettings.model_fields["group_id"].default
+STORE_OFFSET = OFFSETS_UPSERT.format(table="projector.offsets")
 
 # Rows that must match between a replay and the live read models (no wall-clock columns).
 CHECKSUM_QUERIES = {
@@ -80,6 +88,7 @@ async def replay(
     *,
     org_pattern: str = "%",
     progress: Progress | None = None,
+    group_id: str = GROUP_ID,
 ) -> ReplayReport:
     started = time.monotonic()
     await migrate_shared(shadow_dsn)
@@ -98,7 +107,7 @@ async def replay(
             if org_pattern == "%"
             else org_pattern.rstrip("%").encode() + (b"" if org_pattern.endswith("%") else b"/")
         )
-        count = await _apply_all(shadow, projector, bootstrap, progress, prefix)
+        count = await _apply_all(shadow, projector, bootstrap, progress, prefix, group_id)
         async with shadow.acquire() as s, live.acquire() as lv:
             return ReplayReport(
                 count,
@@ -117,30 +126,63 @@ async def _apply_all(
     bootstrap: str,
     progress: Progress | None,
     prefix: bytes | None,
+    group_id: str,
 ) -> int:
+    """Every event up to the partitions' ends as of now; a whole replay (no ``prefix``)
+    records where each partition stopped, as the projector's offsets in the shadow."""
+    parts = range(await partition_count(bootstrap, topics.EVENTS))
+    return await apply_range(
+        shadow,
+        projector,
+        bootstrap,
+        {p: 0 for p in parts},
+        None,
+        progress,
+        prefix,
+        group_id if prefix is None else None,
+    )
+
+
+async def apply_range(
+    shadow: asyncpg.Pool,
+    projector: EventProjector,
+    bootstrap: str,
+    starts: dict[int, int],
+    stops: dict[int, int] | None,
+    progress: Progress | None,
+    prefix: bytes | None,
+    group_id: str | None,
+) -> int:
+    """Apply each partition's events from ``starts`` to ``stops`` (default: its end as of
+    now) into the shadow; with ``group_id``, store the offsets reached with the rows."""
     events = consumer(bootstrap)
     await events.start()
     count = 0
     try:
-        parts = range(await partition_count(bootstrap, topics.EVENTS))
-        tps = [TopicPartition(topics.EVENTS, p) for p in parts]
+        tps = [TopicPartition(topics.EVENTS, p) for p in starts]
         events.assign(tps)
-        await events.seek_to_beginning(*tps)
         ends = await events.end_offsets(tps)
         for tp in tps:
-            while await events.position(tp) < ends[tp]:
-                records = (await events.getmany(tp, timeout_ms=500, max_records=2000)).get(tp, [])
+            stop = ends[tp] if stops is None else stops[tp.partition]
+            events.seek(tp, starts[tp.partition])
+            while (position := await events.position(tp)) < stop:
+                fetched = await events.getmany(tp, timeout_ms=500, max_records=2000)
+                records = [r for r in fetched.get(tp, []) if r.offset < stop]
+                if not records:
+                    continue
+                offsets = [(group_id, tp.topic, tp.partition, records[-1].offset + 1)]
                 if prefix is not None:  # only the streams of the org being compared
                     records = [r for r in records if (r.key or b"").startswith(prefix)]
-                if records:
-                    async with shadow.acquire() as conn, conn.transaction():
-                        await projector.handle_batch(conn, records)
-                    count += len(records)
-                    if progress:
-                        progress(
-                            f"partition {tp.partition}: {await events.position(tp)}"
-                            f"/{ends[tp]} ({count} events)"
-                        )
+                async with shadow.acquire() as conn, conn.transaction():
+                    await projector.handle_batch(conn, records)
+                    if group_id is not None:
+                        await conn.executemany(STORE_OFFSET, offsets)
+                count += len(records)
+                if progress:
+                    progress(f"partition {tp.partition}: {position}/{stop} ({count} events)")
+            if group_id is not None:  # an empty partition, or one read to its end already
+                async with shadow.acquire() as conn:
+                    await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, stop)
         return count
     finally:
         await events.stop()

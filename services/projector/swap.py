@@ -1,0 +1,201 @@
+"""Put a replayed shadow in place of the live read models, atomically (DESIGN §8).
+
+The shadow database (``replay``) holds the projector's tables rebuilt from offset 0 and,
+in its ``projector.offsets``, how far into each partition it read. The swap:
+
+1. brings the shadow up to the live projector's offsets (the log moved on while it was
+   rebuilt), with no lock held;
+2. in one transaction on the live database, locks every table of the projection
+   (``ACCESS EXCLUSIVE``: the live projector's next write and every reader wait; the
+   stream heads first, as the first statement of each projector batch reads them, so a
+   batch either finished before or waits whole; a deadlock with a reader retries), brings the
+   shadow up to the offsets again (what the projector committed meanwhile), then empties
+   each live table and copies the shadow's rows in (binary ``COPY``, the tables' own
+   triggers off: the term index comes copied, not rebuilt);
+3. compares the live checksum with the shadow's inside that transaction, and commits
+   only when they match: a reader sees the old read models or the new ones, never a mix.
+
+The live projector is not stopped. Its next batch starts at the offsets the swap kept,
+which the new rows are exactly as of, so it goes on from there. Offsets and the anomaly
+log stay as they are: they record the live consumers, not the projection.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from contracts import topics
+from engram.crypto import MasterKey
+from engram.db import create_pool
+from engram.keystore import KeyStore
+from services.projector.handlers import EventProjector
+from services.projector.replay import GROUP_ID, Progress, apply_range, checksum
+
+SCHEMAS = ("memory", "projector")
+LOCK_ATTEMPTS = 5
+KEPT = frozenset({"projector.offsets", "projector.anomalies"})  # the live ones stay
+
+
+class SwapError(Exception):
+    """The swap was rolled back; the live read models are as they were."""
+
+
+@dataclass
+class SwapReport:
+    caught_up: int  # events applied to the shadow after its replay
+    rows: dict[str, int] = field(default_factory=dict)  # per table, as copied
+    checksum: str = ""
+    seconds: float = 0.0
+
+
+async def swap(
+    live_dsn: str,
+    shadow_dsn: str,
+    bootstrap: str,
+    master: MasterKey,
+    *,
+    group_id: str = GROUP_ID,
+    lock_timeout_seconds: float = 60.0,
+    progress: Progress | None = None,
+) -> SwapReport:
+    started = time.monotonic()
+    say = progress or (lambda _: None)
+    live = await create_pool(live_dsn, max_size=2)
+    shadow = await create_pool(shadow_dsn, max_size=2)
+    try:
+        tables = await _projection_tables(shadow)
+        missing = set(tables) - set(await _projection_tables(live))
+        if missing:
+            raise SwapError(f"the live database lacks {sorted(missing)}: run `engram setup`")
+        async with shadow.acquire() as conn:
+            if await _offsets(conn, group_id) == {}:
+                raise SwapError(
+                    "the shadow holds no whole replay (a replay of one org's streams cannot "
+                    "be swapped in): run `engram replay` without --org first"
+                )
+
+        async def catch_up(conn: asyncpg.Connection) -> int:
+            """Apply to the shadow the events between its offsets and the live ones."""
+            async with shadow.acquire() as s:
+                have = await _offsets(s, group_id)
+            want = await _offsets(conn, group_id)
+            behind = {p: n for p, n in have.items() if want.get(p, 0) > n}
+            if not behind:
+                return 0
+            projector = EventProjector(KeyStore(live, master), _skip_poison)
+            return await apply_range(
+                shadow,
+                projector,
+                bootstrap,
+                behind,
+                {p: want[p] for p in behind},
+                progress,
+                None,
+                group_id,
+            )
+
+        async with live.acquire() as conn:
+            report = SwapReport(caught_up=await catch_up(conn))
+            say(f"shadow caught up with the live projector ({report.caught_up} events)")
+            for attempt in range(1, LOCK_ATTEMPTS + 1):
+                try:
+                    async with conn.transaction():
+                        await _lock(conn, tables, lock_timeout_seconds)
+                        say("live read models locked")
+                        report.caught_up += await catch_up(conn)
+                        report.rows = await _copy(shadow, conn, tables, say)
+                        async with shadow.acquire() as s:
+                            report.checksum = await checksum(s)
+                        if await checksum(conn) != report.checksum:
+                            raise SwapError("the copied rows differ from the shadow's: rolled back")
+                    break
+                except asyncpg.DeadlockDetectedError:
+                    if attempt == LOCK_ATTEMPTS:
+                        raise SwapError(
+                            f"{LOCK_ATTEMPTS} deadlocks with readers in a row; nothing was "
+                            "swapped: try again"
+                        ) from None
+                    say("deadlock with a reader while locking: rolled back, trying again")
+            report.seconds = round(time.monotonic() - started, 2)
+            return report
+    finally:
+        await live.close()
+        await shadow.close()
+
+
+async def _lock(conn: asyncpg.Connection, tables: list[str], timeout_seconds: float) -> None:
+    await conn.execute(f"SET LOCAL lock_timeout = '{int(timeout_seconds * 1000)}ms'")
+    rest = sorted({*tables, "projector.offsets"} - {"projector.stream_heads"})
+    try:
+        await conn.execute("LOCK TABLE projector.stream_heads IN ACCESS EXCLUSIVE MODE")
+        await conn.execute(f"LOCK TABLE {', '.join(rest)} IN ACCESS EXCLUSIVE MODE")
+    except asyncpg.LockNotAvailableError as exc:
+        raise SwapError(
+            f"the read models stayed busy for {timeout_seconds:.0f} s; nothing was "
+            "swapped: try again"
+        ) from exc
+
+
+async def _copy(
+    shadow: asyncpg.Pool, conn: asyncpg.Connection, tables: list[str], say: Progress
+) -> dict[str, int]:
+    """Replace each live table's rows by the shadow's, inside the caller's transaction."""
+    rows: dict[str, int] = {}
+    await conn.execute(f"TRUNCATE {', '.join(tables)}")
+    with tempfile.TemporaryDirectory(prefix="engram-swap-") as scratch:
+        for table in tables:
+            schema, name = table.split(".")
+            columns = await _columns(conn, schema, name)
+            dump = Path(scratch) / f"{table}.copy"
+            async with shadow.acquire() as s:
+                await s.copy_from_table(
+                    name, schema_name=schema, columns=columns, output=dump, format="binary"
+                )
+            await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+            status = await conn.copy_to_table(
+                name, schema_name=schema, columns=columns, source=dump, format="binary"
+            )
+            await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+            rows[table] = int(status.split()[-1])
+            dump.unlink()
+            say(f"{table}: {rows[table]} rows")
+    return rows
+
+
+async def _projection_tables(pool: asyncpg.Pool) -> list[str]:
+    rows = await pool.fetch(
+        "SELECT schemaname || '.' || tablename AS t FROM pg_tables "
+        "WHERE schemaname = ANY($1) ORDER BY 1",
+        list(SCHEMAS),
+    )
+    return [r["t"] for r in rows if r["t"] not in KEPT]
+
+
+async def _columns(conn: asyncpg.Connection, schema: str, table: str) -> list[str]:
+    """The stored columns, in order (a generated one is computed again on the way in)."""
+    rows = await conn.fetch(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER' "
+        "ORDER BY ordinal_position",
+        schema,
+        table,
+    )
+    return [r["column_name"] for r in rows]
+
+
+async def _offsets(conn: asyncpg.Connection | asyncpg.Pool, group_id: str) -> dict[int, int]:
+    rows = await conn.fetch(
+        "SELECT partition, next_offset FROM projector.offsets WHERE consumer = $1 AND topic = $2",
+        group_id,
+        topics.EVENTS,
+    )
+    return {r["partition"]: r["next_offset"] for r in rows}
+
+
+async def _skip_poison(record: object, error: str) -> None:
+    """The live projector dead-lettered it already."""
