@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_CONTENT = 4000
 MAX_TITLE = 200
@@ -21,6 +21,8 @@ MAX_LINKS = 1000
 MAX_LINK_KINDS = 16
 # Written by archiving (``superseded_by``), never by a link command.
 RESERVED_LINK_KINDS = frozenset({"supersedes"})
+# A pending proposal expires this long after it was made (seed 004).
+PROPOSAL_DAYS = 30
 
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 ScopeChoice = Literal["private", "shared", "agent", "session", "project"]
@@ -148,6 +150,47 @@ class UnlinkMemory(ItemCommand):
     kind: LinkKind = "related"
 
 
+class ProposeChange(ItemCommand):
+    """Propose a change to a teammate's shared memory (seed 004): its author or an org
+    admin merges or rejects it. Written against the memory's current revision: if the
+    memory changes first, merging records it as outdated and applies nothing."""
+
+    scope: ScopeChoice = "shared"
+    change: Literal["correct", "archive", "unarchive"]
+    base_revision: int = Field(ge=1)
+    reason: str = Field(min_length=1, max_length=500)
+    content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT)
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
+    superseded_by: str | None = Field(default=None, max_length=64)
+
+    @model_validator(mode="after")
+    def _fits_the_change(self) -> ProposeChange:
+        if (self.change == "correct") != (self.content is not None):
+            raise ValueError("content is what a 'correct' proposal needs, and only it")
+        if self.superseded_by is not None and self.change != "archive":
+            raise ValueError("superseded_by belongs to an 'archive' proposal")
+        return self
+
+
+class ProposalCommand(Command):
+    scope: ScopeChoice = "shared"
+    proposal_id: str = Field(min_length=1, max_length=64)
+
+
+class MergeProposal(ProposalCommand):
+    """Apply a proposal (the memory's author or an org admin; never an agent)."""
+
+
+class RejectProposal(ProposalCommand):
+    """Turn a proposal down (the memory's author or an org admin)."""
+
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class WithdrawProposal(ProposalCommand):
+    """Take back a proposal you made."""
+
+
 class ClearMemories(Command):
     """Erase every memory of the scope for real, each as ForgetMemory would (the seeds'
     clear-all). Only with explicit confirmation: ``confirm`` must be true."""
@@ -173,5 +216,9 @@ COMMANDS: dict[str, type[Command]] = {
         ClearMemories,
         LinkMemory,
         UnlinkMemory,
+        ProposeChange,
+        MergeProposal,
+        RejectProposal,
+        WithdrawProposal,
     )
 }

@@ -48,6 +48,9 @@ class MemoryRemembered(Event):
     content_length: int
     expires_at: datetime | None = None
     replaces: str | None = None  # a candidate proposing new text for this confirmed item
+    # The member who saved it: in the shared scope, others change it by proposals. None
+    # in events written before authors were recorded (anyone may change those).
+    author: str | None = None
 
 
 class MemoryRevised(Event):
@@ -99,6 +102,38 @@ class MemoryUnlinked(Event):
     kind: str
 
 
+ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
+
+
+class ChangeProposed(Event):
+    """A proposed change to ``item_id``, made against ``base_revision``; the text of a
+    correction is sealed under the item's key, so a forget shreds it too."""
+
+    proposal_id: str
+    change: Literal["correct", "archive", "unarchive"]
+    base_revision: int
+    reason: str
+    proposer: str  # the member
+    content: Sealed | None = None
+    title: Sealed | None = None
+    content_hash: str | None = None
+    content_length: int | None = None
+    superseded_by: str | None = None
+
+
+class ProposalResolved(Event):
+    """Merged (its change events come before this one), rejected, withdrawn, outdated
+    (the memory changed since: nothing applied) or expired."""
+
+    proposal_id: str
+    status: Literal["merged", "rejected", "withdrawn", "outdated", "expired"]
+    reason: str | None = None
+
+
+# Events that change no memory's text, status or pin: they move no generation.
+NEUTRAL: tuple[type[Event], ...] = (MemoryLinked, MemoryUnlinked, ChangeProposed, ProposalResolved)
+
+
 EVENTS: dict[str, type[Event]] = {
     e.__name__: e
     for e in (
@@ -109,6 +144,8 @@ EVENTS: dict[str, type[Event]] = {
         MemoryForgotten,
         MemoryLinked,
         MemoryUnlinked,
+        ChangeProposed,
+        ProposalResolved,
     )
 }
 SCHEMA_VERSIONS: dict[str, int] = {name: 1 for name in EVENTS}

@@ -134,3 +134,32 @@ class LinksResponse(BaseModel):
 
     item_id: str
     links: list[Link]  # newest first; only links whose two memories the caller can see
+
+
+class ProposalView(BaseModel):
+    """A proposed change to a memory (seed 004), as a reviewer or its proposer sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposal_id: str
+    item_id: str
+    scope: str
+    change: Literal["correct", "archive", "unarchive"]
+    base_revision: int
+    current_revision: int  # differs from base_revision: merging records it as outdated
+    title: str | None
+    content: str | None  # a correction's text; None for archive and unarchive, or forgotten
+    superseded_by: str | None
+    reason: str
+    proposer: str
+    author: str | None  # who saved the memory: they (or an admin) merge or reject
+    status: Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
+    proposed_at: datetime
+    resolved_at: datetime | None
+    resolution_reason: str | None
+
+
+class ProposalsResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    proposals: list[ProposalView]

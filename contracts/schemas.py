@@ -33,6 +33,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "OrgPolicy": recall.OrgPolicy,
         "SearchResponse": recall.SearchResponse,
         "LinksResponse": recall.LinksResponse,
+        "ProposalsResponse": recall.ProposalsResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

@@ -31,7 +31,7 @@ log = get_logger(__name__)
 class ProblemError(Exception):
     """An HTTP error rendered as RFC 9457 problem+json."""
 
-    def __init__(self, status: int, title: str, detail: str, code: str, **extra: Any) -> None:
+    def __init__(self, status: int, title: str, detail: str, code: str, /, **extra: Any) -> None:
         super().__init__(detail)
         self.status, self.title, self.detail, self.code, self.extra = (
             status,
@@ -42,14 +42,16 @@ class ProblemError(Exception):
         )
 
 
-def problem(status: int, title: str, detail: str, code: str, **extra: Any) -> JSONResponse:
+def problem(status: int, title: str, detail: str, code: str, /, **extra: Any) -> JSONResponse:
+    """The problem's own members win over an ``extra`` of the same name (an error's
+    details never change its status)."""
     body = {
+        **extra,
         "type": f"https://engram.dev/problems/{code}",
         "title": title,
         "status": status,
         "detail": detail,
         "code": code,
-        **extra,
     }
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 

@@ -10,11 +10,12 @@ import functools
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from contracts import commands as c
 from contracts.events import (
+    ChangeProposed,
     Event,
     MemoryForgotten,
     MemoryLinked,
@@ -23,6 +24,7 @@ from contracts.events import (
     MemoryRevised,
     MemoryStatusChanged,
     MemoryUnlinked,
+    ProposalResolved,
     Sealed,
 )
 from services.command.confirm import user_asked_to_save
@@ -33,8 +35,9 @@ from services.command.errors import (
     InvalidCommand,
     LinkCapacityExceeded,
     NotFound,
+    ProposalRequired,
 )
-from services.command.state import Item, StreamState
+from services.command.state import Item, Proposal, StreamState
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
@@ -57,6 +60,7 @@ class Context:
     # Memories of other streams the caller can see, among those the command links to
     # (the writer looks them up; a link within the stream needs no lookup).
     targets: frozenset[str] = frozenset()
+    member: str | None = None  # the token's member (an agent acts for one)
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -78,6 +82,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     )
     existing = state.active_by_key(cmd.key) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
+        _own(existing, ctx)
         revised = _revision(existing, cmd.content, cmd.title, ctx, "corrected")
         return [revised, *_related(state, existing.item_id, existing.links, cmd.related_ids, ctx)]
     item_id = ctx.new_item_id()
@@ -98,6 +103,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
             content_length=len(cmd.content),
             expires_at=cmd.expires_at,
             replaces=existing.item_id if existing else None,
+            author=ctx.member,
         ),
         *related,
     ]
@@ -143,6 +149,23 @@ def _check_base(item: Item, base: int, text: str | None = None) -> None:
         raise Conflict(f"memory {item.item_id} is at revision {item.revision}, not {base}", **extra)
 
 
+def _own(item: Item, ctx: Context) -> None:
+    """In the shared scope a memory's text and status are changed by its author or an
+    admin; a teammate proposes the change instead (seed 004)."""
+    if (
+        ctx.scope == "shared"
+        and item.author is not None
+        and item.author != ctx.member
+        and not ctx.is_admin
+    ):
+        raise ProposalRequired(
+            f"memory {item.item_id} is {item.author}'s: propose the change "
+            f"(POST /v1/memories/{item.item_id}/propose); its author or an admin merges it",
+            item_id=item.item_id,
+            author=item.author,
+        )
+
+
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
     item = _item(state, cmd.item_id)
     _check_base(item, cmd.base_revision, cmd.content)
@@ -164,9 +187,11 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
                 content_hash=ctx.content_hash(cmd.content),
                 content_length=len(cmd.content),
                 replaces=item.item_id,
+                author=ctx.member,
             ),
             *_related(state, new_id, None, cmd.related_ids, ctx),
         ]
+    _own(item, ctx)
     revised = _revision(item, cmd.content, cmd.title, ctx, "corrected")
     return [revised, *_related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
@@ -174,6 +199,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
 def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) -> list[Event]:
     item = _item(state, cmd.item_id)
     _check_base(item, cmd.base_revision)
+    _own(item, ctx)
     old = item.revisions.get(cmd.revision)
     if old is None or cmd.revision >= item.revision:
         raise InvalidCommand(f"memory {item.item_id} has no earlier revision {cmd.revision}")
@@ -198,6 +224,7 @@ def _copy_revision(item: Item, revision: int, reason: str) -> MemoryRevised:
 def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
     item = _item(state, cmd.item_id)
     _check_base(item, cmd.base_revision)
+    _own(item, ctx)
     if item.last_change is None:
         raise Conflict(f"memory {item.item_id} has no change to undo", item_id=item.item_id)
     what, before = item.last_change
@@ -209,7 +236,7 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
         raise Conflict(
             f"memory {item.item_id} is a candidate: confirm or dismiss it",
             item_id=item.item_id,
-            status=item.status,
+            memory_status=item.status,
         )
     return [_status_change(item, before)]
 
@@ -240,7 +267,7 @@ def _transition(
         raise Conflict(
             f"memory {item_id} is {item.status}; that change does not apply",
             item_id=item_id,
-            status=item.status,
+            memory_status=item.status,
         )
     if target == item.status:
         return []
@@ -257,14 +284,20 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
 
 
 def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Event]:
-    if cmd.superseded_by is not None and cmd.superseded_by not in state.items:
-        raise InvalidCommand(f"superseded_by {cmd.superseded_by} is not a memory of this scope")
+    _check_superseded_by(state, cmd.superseded_by)
+    _own(_item(state, cmd.item_id), ctx)
     return _transition(
         state, cmd.item_id, {"active": "archived", "disabled": "archived"}, cmd.superseded_by
     )
 
 
+def _check_superseded_by(state: StreamState, superseded_by: str | None) -> None:
+    if superseded_by is not None and superseded_by not in state.items:
+        raise InvalidCommand(f"superseded_by {superseded_by} is not a memory of this scope")
+
+
 def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
+    _own(_item(state, cmd.item_id), ctx)
     return _transition(state, cmd.item_id, {"archived": "active"})
 
 
@@ -384,6 +417,114 @@ def _check_target(state: StreamState, source_id: str, target_id: str, ctx: Conte
         raise NotFound(f"no memory {target_id} you can see", item_id=target_id)
 
 
+def _propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Event]:
+    if ctx.scope != "shared":
+        raise InvalidCommand("proposals are for the shared scope: change your own memory directly")
+    item = _item(state, cmd.item_id)
+    _check_base(item, cmd.base_revision, cmd.content)
+    _check_superseded_by(state, cmd.superseded_by)
+    applies = {"archive": ("active", "disabled"), "unarchive": ("archived",)}
+    if item.status not in applies.get(cmd.change, (item.status,)):
+        raise Conflict(
+            f"memory {item.item_id} is {item.status}; '{cmd.change}' does not apply",
+            item_id=item.item_id,
+            memory_status=item.status,
+        )
+    proposal_id = ctx.new_item_id()
+    return [
+        ChangeProposed(
+            item_id=item.item_id,
+            proposal_id=proposal_id,
+            change=cmd.change,
+            base_revision=item.revision,
+            reason=cmd.reason,
+            proposer=ctx.member or "",
+            content=ctx.seal(item.item_id, cmd.content) if cmd.content is not None else None,
+            title=ctx.seal(item.item_id, cmd.title) if cmd.title else None,
+            content_hash=ctx.content_hash(cmd.content) if cmd.content is not None else None,
+            content_length=len(cmd.content) if cmd.content is not None else None,
+            superseded_by=cmd.superseded_by,
+        )
+    ]
+
+
+def _pending(state: StreamState, proposal_id: str) -> Proposal:
+    proposal = (state.proposals or {}).get(proposal_id)
+    if proposal is None:
+        raise NotFound(f"no proposal {proposal_id} in {state.stream_id}", proposal_id=proposal_id)
+    if proposal.status != "pending":
+        raise Conflict(
+            f"proposal {proposal_id} is {proposal.status} already",
+            proposal_id=proposal_id,
+            proposal_status=proposal.status,
+        )
+    return proposal
+
+
+def _resolve(
+    proposal_id: str, proposal: Proposal, status: str, reason: str | None = None
+) -> ProposalResolved:
+    return ProposalResolved(
+        item_id=proposal.item_id, proposal_id=proposal_id, status=status, reason=reason
+    )
+
+
+def _reviewer(state: StreamState, proposal: Proposal, ctx: Context, what: str) -> Item:
+    """The memory's author or an admin reviews a proposal; an agent never merges."""
+    item = _item(state, proposal.item_id)
+    if ctx.is_agent and what == "merge":
+        raise Forbidden("an agent can propose but never merge")
+    if not ctx.is_admin and item.author is not None and ctx.member != item.author:
+        raise Forbidden(
+            f"only {item.author}, who saved memory {item.item_id}, or an admin can {what} "
+            "this proposal"
+        )
+    return item
+
+
+def _merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    item = _reviewer(state, proposal, ctx, "merge")
+    if ctx.now > proposal.proposed_at + timedelta(days=c.PROPOSAL_DAYS):
+        return [_resolve(cmd.proposal_id, proposal, "expired")]
+    if item.revision != proposal.base_revision:  # never rebased
+        return [_resolve(cmd.proposal_id, proposal, "outdated")]
+    change: list[Event]
+    if proposal.change == "correct":
+        assert proposal.content is not None
+        change = [
+            MemoryRevised(
+                item_id=item.item_id,
+                revision=item.revision + 1,
+                base_revision=item.revision,
+                reason="corrected",
+                content=proposal.content.content,
+                title=proposal.content.title or item.current.title,
+                content_hash=proposal.content.content_hash,
+                content_length=proposal.content.content_length,
+            )
+        ]
+    elif proposal.change == "archive":
+        allowed = {"active": "archived", "disabled": "archived"}
+        change = _transition(state, item.item_id, allowed, proposal.superseded_by)
+    else:
+        change = _transition(state, item.item_id, {"archived": "active"})
+    return [*change, _resolve(cmd.proposal_id, proposal, "merged")]
+
+
+def _reject(state: StreamState, cmd: c.RejectProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    _reviewer(state, proposal, ctx, "reject")
+    return [_resolve(cmd.proposal_id, proposal, "rejected", cmd.reason)]
+
+
+def _withdraw(state: StreamState, cmd: c.WithdrawProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    if proposal.proposer != ctx.member:
+        raise Forbidden(f"proposal {cmd.proposal_id} is {proposal.proposer}'s to withdraw")
+    return [_resolve(cmd.proposal_id, proposal, "withdrawn")]
+
+
 def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
     hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
     return MemoryForgotten(
@@ -406,4 +547,8 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.ClearMemories: _clear,
     c.LinkMemory: _link,
     c.UnlinkMemory: _unlink,
+    c.ProposeChange: _propose,
+    c.MergeProposal: _merge,
+    c.RejectProposal: _reject,
+    c.WithdrawProposal: _withdraw,
 }

@@ -51,6 +51,12 @@ class Forbidden(DomainError):
     code, status, title = "forbidden", 403, "Forbidden"
 
 
+class ProposalRequired(DomainError):
+    """A teammate's shared memory changes through a proposal (seed 004)."""
+
+    code, status, title = "proposal_required", 403, "Propose the change instead"
+
+
 class NotFound(DomainError):
     """No such memory in this scope."""
 

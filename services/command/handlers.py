@@ -41,6 +41,12 @@ ACTIONS: dict[str, tuple[type[c.Command], dict[str, Any]]] = {
     "forget": (c.ForgetMemory, {}),
     "link": (c.LinkMemory, {}),
     "unlink": (c.UnlinkMemory, {}),
+    "propose": (c.ProposeChange, {}),
+}
+PROPOSAL_ACTIONS: dict[str, type[c.Command]] = {
+    "merge": c.MergeProposal,
+    "reject": c.RejectProposal,
+    "withdraw": c.WithdrawProposal,
 }
 
 
@@ -71,6 +77,21 @@ async def item_action(request: Request) -> JSONResponse:
     model, fixed = ACTIONS[action]
     body = await _json(request, optional=True)
     return await _submit(request, model.__name__, {**body, **fixed, "item_id": item_id})
+
+
+async def proposal_action(request: Request) -> JSONResponse:
+    proposal_id, action = request.path_params["proposal_id"], request.path_params["action"]
+    model = PROPOSAL_ACTIONS.get(action)
+    if model is None:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"unknown action {action!r}",
+            "invalid",
+            known=sorted(PROPOSAL_ACTIONS),
+        )
+    body = await _json(request, optional=True)
+    return await _submit(request, model.__name__, {**body, "proposal_id": proposal_id})
 
 
 async def forget(request: Request) -> JSONResponse:
@@ -147,6 +168,7 @@ routes = [
     Route("/v1/memories/import-memory-md", import_memory_md, methods=["POST"]),
     Route("/v1/memories/{item_id}/{action}", item_action, methods=["POST"]),
     Route("/v1/memories/{item_id}", forget, methods=["DELETE"]),
+    Route("/v1/proposals/{proposal_id}/{action}", proposal_action, methods=["POST"]),
     Route("/v1/commands", any_command, methods=["POST"]),
 ]
 

@@ -7,10 +7,12 @@ earlier revision without decrypting it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from contracts.events import (
+    NEUTRAL,
+    ChangeProposed,
     Event,
     MemoryForgotten,
     MemoryLinked,
@@ -19,6 +21,8 @@ from contracts.events import (
     MemoryRevised,
     MemoryStatusChanged,
     MemoryUnlinked,
+    ProposalResolved,
+    ProposalStatus,
     Sealed,
     Status,
 )
@@ -50,10 +54,24 @@ class Item:
     # Outgoing links and their weights; None until the first. (A class-level default, so
     # an item unpickled from a checkpoint written before links existed reads None too.)
     links: dict[LinkKey, float | None] | None = None
+    # The member who saved it (None: saved before authors were recorded).
+    author: str | None = None
 
     @property
     def current(self) -> Revision:
         return self.revisions[self.revision]
+
+
+@dataclass
+class Proposal:
+    item_id: str
+    change: str
+    base_revision: int
+    proposer: str
+    proposed_at: datetime
+    status: ProposalStatus = "pending"
+    content: Revision | None = None  # a correction's sealed text
+    superseded_by: str | None = None
 
 
 @dataclass
@@ -68,6 +86,8 @@ class StreamState:
     # The items that have held links, so a forget finds the links to it without a scan
     # (None until the first link, as Item.links).
     linked: set[str] | None = None
+    # Proposals by id (None until the first, as Item.links).
+    proposals: dict[str, Proposal] | None = None
 
     def active_by_key(self, key: str) -> Item | None:
         for item in self.items.values():
@@ -81,13 +101,19 @@ def touches_active(before: Status | None, after: Status | None) -> bool:
     return "active" in (before, after)
 
 
-def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
-    """Fold one event into the state (mutates; the writer owns its state)."""
+def evolve(
+    state: StreamState, seq: int, command_id: str, event: Event, at: datetime | None = None
+) -> None:
+    """Fold one event into the state (mutates; the writer owns its state). ``at`` is when
+    it occurred (the envelope's time; a proposal keeps it, to expire)."""
     state.seq = seq
     before = state.items[event.item_id].status if event.item_id in state.items else None
-    _APPLY[type(event)](state, event)
+    if isinstance(event, ChangeProposed):
+        _proposed(state, event, at)
+    else:
+        _APPLY[type(event)](state, event)
     after = state.items[event.item_id].status if event.item_id in state.items else None
-    if touches_active(before, after):
+    if touches_active(before, after) and not isinstance(event, NEUTRAL):
         state.generation += 1
     item = state.items[event.item_id]
     # Several events of one command: the answer is the state after the last.
@@ -96,6 +122,11 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
         "revision": item.revision,
         "status": item.status,
     }
+    if isinstance(event, ChangeProposed | ProposalResolved):
+        proposal = (state.proposals or {})[event.proposal_id]
+        state.results[command_id].update(
+            proposal_id=event.proposal_id, proposal_status=proposal.status
+        )
 
 
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:
@@ -109,6 +140,7 @@ def _remembered(state: StreamState, e: MemoryRemembered) -> None:
         confirmed=e.status == "active",
         expires_at=e.expires_at,
         revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
+        author=e.author,
     )
 
 
@@ -139,10 +171,39 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     state.forgotten_hashes.update(e.content_hashes)
     # Keep only the tombstone: no sealed text survives in the writer either.
     item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None
+    for proposal in (state.proposals or {}).values():  # its proposals' text goes too
+        if proposal.item_id == e.item_id:
+            proposal.content = None
+            if proposal.status == "pending":
+                proposal.status = "outdated"
     for source in state.linked or ():  # the stream's own links to it go too
         other = state.items[source]
         if other.links:
             other.links = {k: w for k, w in other.links.items() if k[0] != e.item_id}
+
+
+def _proposed(state: StreamState, e: ChangeProposed, at: datetime | None) -> None:
+    content = (
+        Revision(e.content, e.title, e.content_hash or "", e.content_length or 0)
+        if e.content is not None
+        else None
+    )
+    if state.proposals is None:
+        state.proposals = {}
+    state.proposals[e.proposal_id] = Proposal(
+        item_id=e.item_id,
+        change=e.change,
+        base_revision=e.base_revision,
+        proposer=e.proposer,
+        proposed_at=at or datetime.min.replace(tzinfo=UTC),
+        content=content,
+        superseded_by=e.superseded_by,
+    )
+
+
+def _resolved(state: StreamState, e: ProposalResolved) -> None:
+    proposal = (state.proposals or {})[e.proposal_id]
+    proposal.status, proposal.content = e.status, None  # its text is spent
 
 
 def _linked(state: StreamState, e: MemoryLinked) -> None:
@@ -166,4 +227,5 @@ _APPLY: dict[type[Event], Any] = {
     MemoryForgotten: _forgotten,
     MemoryLinked: _linked,
     MemoryUnlinked: _unlinked,
+    ProposalResolved: _resolved,
 }

@@ -12,6 +12,8 @@ from typing import Any
 
 from contracts.envelope import EventHeader
 from contracts.events import (
+    NEUTRAL,
+    ChangeProposed,
     Event,
     MemoryForgotten,
     MemoryLinked,
@@ -20,6 +22,7 @@ from contracts.events import (
     MemoryRevised,
     MemoryStatusChanged,
     MemoryUnlinked,
+    ProposalResolved,
 )
 
 
@@ -44,6 +47,8 @@ def org_scope(stream_id: str) -> tuple[str, str]:
 
 def touches_active(event: Event, status_before: str | None) -> bool:
     """Generations move on every change to active memory, as the writer counts them."""
+    if isinstance(event, NEUTRAL):
+        return False
     if isinstance(event, MemoryRemembered):
         return event.status == "active"
     if isinstance(event, MemoryStatusChanged):
@@ -61,7 +66,10 @@ WRITE_ORDER = (
     "pin_item",
     "status_item",
     "link",
+    "propose",
+    "resolve_proposal",
     "forget_links",
+    "forget_proposals",
     "forget_item",
     "forget_revisions",
     "tombstone",
@@ -179,9 +187,34 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
         return [_link(event.item_id, event.target_id, event.kind, env, event.weight)]
     if isinstance(event, MemoryUnlinked):
         return [_link(event.item_id, event.target_id, event.kind, env, None, present=False)]
+    if isinstance(event, ChangeProposed):
+        return [
+            Write(
+                "propose",
+                (
+                    event.proposal_id,
+                    event.item_id,
+                    org,
+                    scope,
+                    event.change,
+                    event.base_revision,
+                    opened.title,
+                    opened.content,
+                    event.superseded_by,
+                    event.reason,
+                    event.proposer,
+                    at,
+                ),
+            )
+        ]
+    if isinstance(event, ProposalResolved):
+        return [
+            Write("resolve_proposal", (event.proposal_id, event.status, at, actor, event.reason))
+        ]
     if isinstance(event, MemoryForgotten):
         return [
             Write("forget_links", (event.item_id, org, scope)),
+            Write("forget_proposals", (event.item_id,)),
             Write("forget_item", (event.item_id, at)),
             Write("forget_revisions", (event.item_id,)),
             Write(

@@ -16,6 +16,8 @@ from contracts.recall import (
     Link,
     LinksResponse,
     OrgPolicy,
+    ProposalsResponse,
+    ProposalView,
     RecallRequest,
     RecallResponse,
     SearchRequest,
@@ -26,6 +28,7 @@ from services.recall.packets import generation_text, recall, search
 
 router = APIRouter()
 Status = Literal["active", "disabled", "archived", "candidate"]
+ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
 
 
 @router.post("/v1/recall")
@@ -134,6 +137,21 @@ async def get_links(
             Link(**dict(r), direction="out" if r["source_id"] == item_id else "in") for r in rows
         ],
     )
+
+
+@router.get("/v1/proposals")
+async def get_proposals(
+    request: Request,
+    view: Literal["review", "mine", "all"] = "all",
+    status: ProposalStatus | None = None,
+    limit: int = Query(50, ge=1, le=500),
+) -> ProposalsResponse:
+    """Proposals on memories the caller can see, newest first (seed 004): ``review`` holds
+    only what others proposed on the caller's memories (an admin's: anyone's), ``mine``
+    the caller's own. Resolved ones leave 30 days after."""
+    app = request.app.state
+    rows = await app.store.proposals(principal_from(request, app.verifier), view, status, limit)
+    return ProposalsResponse(proposals=[ProposalView(**dict(r)) for r in rows])
 
 
 @router.get("/v1/memories")

@@ -9,7 +9,7 @@ import httpx
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
-from engram.http import MAX_BODY_BYTES, PROBLEM, install_problem_handlers
+from engram.http import MAX_BODY_BYTES, PROBLEM, ProblemError, install_problem_handlers
 
 
 class Query(BaseModel):
@@ -27,6 +27,11 @@ def service() -> FastAPI:
     @app.post("/model")
     async def model(body: Query) -> dict[str, int]:  # FastAPI parses the body
         return {"read": len(body.query)}
+
+    @app.post("/conflict")
+    async def conflict() -> None:  # details named like the problem's own members
+        raise ProblemError(409, "Conflict", "it is archived", "conflict", status="archived",
+                           title="x")
 
     return app
 
@@ -73,3 +78,11 @@ async def test_a_body_over_the_limit_is_refused_declared_or_chunked() -> None:
         assert answer.json()["code"] == "too_large"
         assert answer.json()["detail"] == f"the body is over {MAX_BODY_BYTES} bytes"
     assert fits.status_code == 200 and fits.json() == {"read": 4000}
+
+
+async def test_details_named_like_the_problems_members_never_change_them() -> None:
+    async with client() as http:
+        r = await http.post("/conflict")
+    assert r.status_code == 409
+    assert (r.json()["status"], r.json()["title"], r.json()["code"]) == (409, "Conflict",
+                                                                          "conflict")

@@ -377,6 +377,7 @@ class PartitionWriter:
             content_hash=lambda text: master.content_hash(principal.org, text),
             is_admin="admin" in principal.roles,
             targets=frozenset(i for i, t in targets.items() if t.visible_to(principal)),
+            member=principal.member,
         )
 
     async def _append(
@@ -394,7 +395,7 @@ class PartitionWriter:
             actor=principal.actor(),
             payload=event.model_dump(mode="json"),
         )
-        evolve(state, envelope.seq, env.command_id, event)
+        evolve(state, envelope.seq, env.command_id, event, envelope.occurred_at)
         self.dirty.add(state.stream_id)
         self._sent.append(
             await self._producer.send(

@@ -83,3 +83,21 @@ ON CONFLICT (source_id, target_id, kind)
 -- A forgotten memory's links, and those to it from its own stream.
 DELETE FROM memory.links
 WHERE source_id = $1 OR (target_id = $1 AND org = $2 AND scope = $3)
+
+-- name: propose
+INSERT INTO memory.proposals (proposal_id, item_id, org, scope, change, base_revision, title,
+                              content, superseded_by, reason, proposer, status, proposed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12)
+ON CONFLICT (proposal_id) DO NOTHING
+
+-- name: resolve_proposal
+UPDATE memory.proposals SET status = $2, resolved_at = $3, resolved_by = $4,
+                            resolution_reason = $5
+WHERE proposal_id = $1
+
+-- name: forget_proposals
+-- A forgotten memory's proposals lose their text; a pending one can never be merged.
+UPDATE memory.proposals
+SET title = NULL, content = NULL,
+    status = CASE WHEN status = 'pending' THEN 'outdated' ELSE status END
+WHERE item_id = $1

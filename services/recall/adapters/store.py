@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from contracts.commands import PROPOSAL_DAYS
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
@@ -255,6 +256,23 @@ class RecallStore:
             if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
                 return None
             return list(await conn.fetch(Q["links"], item_id, direction, limit, p.org))
+
+    async def proposals(
+        self, p: Principal, view: str, status: str | None, limit: int
+    ) -> list[asyncpg.Record]:
+        async with as_principal(self._pool, p) as conn:
+            return list(
+                await conn.fetch(
+                    Q["proposals"],
+                    p.org,
+                    p.member,
+                    view,
+                    status,
+                    PROPOSAL_DAYS,
+                    "admin" in p.roles,
+                    limit,
+                )
+            )
 
     async def list_items(
         self, p: Principal, statuses: list[str], before: Any, before_id: str, limit: int

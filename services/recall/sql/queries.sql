@@ -119,3 +119,29 @@ WHERE org = $4
   AND ((source_id = $1 AND $2 IN ('out', 'both')) OR (target_id = $1 AND $2 IN ('in', 'both')))
 ORDER BY updated_at DESC, source_id, target_id, kind
 LIMIT $3
+
+-- name: proposals
+-- Proposals on memories the caller can see, newest first. $3 'review': others' proposals
+-- on the caller's memories (an admin's: on anyone's); 'mine': the caller's own; 'all'.
+-- A pending proposal older than $5 days reads as expired; one resolved more than $5 days
+-- ago is left out. $4: a status to keep, or NULL for every one.
+SELECT * FROM (
+    SELECT p.proposal_id, p.item_id, p.scope, p.change, p.base_revision, p.title, p.content,
+           p.superseded_by, p.reason, p.proposer,
+           CASE WHEN p.status = 'pending' AND p.proposed_at < now() - make_interval(days => $5)
+                THEN 'expired' ELSE p.status END AS status,
+           p.proposed_at, p.resolved_at, p.resolution_reason,
+           i.created_by ->> 'member' AS author, i.revision AS current_revision
+    FROM memory.proposals p
+    JOIN memory.items i ON i.item_id = p.item_id
+    WHERE p.org = $1
+      AND (p.resolved_at IS NULL OR p.resolved_at > now() - make_interval(days => $5))
+      AND CASE $3
+            WHEN 'review' THEN p.proposer <> $2 AND (i.created_by ->> 'member' = $2 OR $6)
+            WHEN 'mine' THEN p.proposer = $2
+            ELSE true
+          END
+) AS visible
+WHERE $4::text IS NULL OR status = $4
+ORDER BY proposed_at DESC, proposal_id
+LIMIT $7

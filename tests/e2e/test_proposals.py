@@ -1,0 +1,132 @@
+"""Proposals on a teammate's shared memory (seed 004), through the five services: a
+teammate proposes, the author reviews and merges or rejects, a stale proposal merges as
+outdated, and a forget takes the proposed text along."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import Caller, caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+class Api:
+    def __init__(self, http: httpx.AsyncClient, services: dict[str, str]) -> None:
+        self.http, self.command, self.recall = http, services["command"], services["recall"]
+
+    async def post(self, who: Caller, path: str, **body: Any) -> httpx.Response:
+        return await self.http.post(f"{self.command}{path}", headers=who.headers, json=body)
+
+    async def proposals(self, who: Caller, **params: str) -> list[dict[str, Any]]:
+        r = await self.http.get(f"{self.recall}/v1/proposals", headers=who.headers,
+                                params=params)
+        assert r.status_code == 200, r.text
+        return list(r.json()["proposals"])
+
+    async def until(self, who: Caller, pid: str, status: str, **params: str
+                    ) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            found = [p for p in await self.proposals(who, **params) if p["proposal_id"] == pid]
+            return found[0] if found and found[0]["status"] == status else None
+
+        return await eventually(probe, what=f"proposal {pid} {status}")
+
+    async def memory(self, who: Caller, item_id: str) -> dict[str, Any]:
+        r = await self.http.get(f"{self.recall}/v1/memories/{item_id}", headers=who.headers)
+        return dict(r.json()) if r.status_code == 200 else {}
+
+
+async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        saved = await api.post(ana, "/v1/memories", content="Standup is at 9:30.",
+                               scope="shared")
+        item = saved.json()["item_id"]
+
+        direct = await api.post(bob, f"/v1/memories/{item}/correct", scope="shared",
+                                base_revision=1, content="Standup is at 10:00.")
+        assert (direct.status_code, direct.json()["code"]) == (403, "proposal_required")
+        assert direct.json()["author"] == "ana"
+
+        proposed = await api.post(bob, f"/v1/memories/{item}/propose", change="correct",
+                                  base_revision=1, content="Standup is at 10:00.",
+                                  reason="moved last week")
+        assert proposed.status_code == 200, proposed.text
+        pid = proposed.json()["proposal_id"]
+        assert proposed.json()["proposal_status"] == "pending"
+
+        review = await api.until(ana, pid, "pending", view="review")
+        assert (review["proposer"], review["author"], review["content"]) == (
+            "bob", "ana", "Standup is at 10:00.")
+        assert await api.proposals(bob, view="review") == []  # bob's own: under mine
+        assert [p["proposal_id"] for p in await api.proposals(bob, view="mine")] == [pid]
+
+        refused = await api.post(bob, f"/v1/proposals/{pid}/merge")
+        assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+        merged = await api.post(ana, f"/v1/proposals/{pid}/merge")
+        assert merged.status_code == 200, merged.text
+        assert (merged.json()["revision"], merged.json()["proposal_status"]) == (2, "merged")
+        await api.until(ana, pid, "merged")
+
+        async def corrected() -> bool:
+            return (await api.memory(bob, item)).get("content") == "Standup is at 10:00."
+
+        await eventually(corrected, what="the merged text in recall")
+        again = await api.post(ana, f"/v1/proposals/{pid}/reject")
+        assert (again.status_code, again.json()["code"]) == (409, "conflict")
+
+
+async def test_stale_withdrawn_rejected_and_forgotten_proposals(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    agent = caller(org=ana.org, member="ana", agent="helper")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        item = (await api.post(ana, "/v1/memories", content="Invoices go out on the 1st.",
+                               scope="shared")).json()["item_id"]
+
+        async def propose(**body: Any) -> str:
+            r = await api.post(bob, f"/v1/memories/{item}/propose", reason="r", **body)
+            assert r.status_code == 200, r.text
+            return str(r.json()["proposal_id"])
+
+        stale = await propose(change="archive", base_revision=1)
+        await api.post(ana, f"/v1/memories/{item}/correct", scope="shared", base_revision=1,
+                       content="Invoices go out on the 2nd.")
+        outdated = await api.post(ana, f"/v1/proposals/{stale}/merge")
+        assert outdated.json()["proposal_status"] == "outdated"
+        assert outdated.json()["revision"] == 2  # nothing applied
+
+        withdrawn = await propose(change="archive", base_revision=2)
+        assert (await api.post(bob, f"/v1/proposals/{withdrawn}/withdraw")).status_code == 200
+        rejected = await propose(change="archive", base_revision=2)
+        by_agent = await api.post(agent, f"/v1/proposals/{rejected}/merge")
+        assert (by_agent.status_code, by_agent.json()["code"]) == (403, "forbidden")
+        no = await api.post(ana, f"/v1/proposals/{rejected}/reject", reason="still right")
+        assert no.json()["proposal_status"] == "rejected"
+        await api.until(bob, rejected, "rejected", view="mine")
+        await api.until(bob, withdrawn, "withdrawn", view="mine")
+
+        secret = "Invoices are signed by Priya Raman-Oduya."
+        pending = await propose(change="correct", base_revision=2, content=secret)
+        await api.until(ana, pending, "pending", view="review")
+        forgotten = await http.delete(f"{api.command}/v1/memories/{item}",
+                                      params={"scope": "shared"}, headers=ana.headers)
+        assert forgotten.status_code == 200, forgotten.text
+        voided = await api.until(bob, pending, "outdated", view="mine")
+        assert voided["content"] is None
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:  # the proposed text is nowhere in the read models
+        assert await conn.fetchval(
+            "SELECT count(*) FROM memory.proposals WHERE content LIKE '%Priya%'") == 0
+    finally:
+        await conn.close()

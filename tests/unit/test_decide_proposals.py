@@ -1,0 +1,162 @@
+"""Proposals on a teammate's shared memory (seed 004): who may change what directly,
+propose, merge (or outdated, expired), reject, withdraw, and forgetting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from contracts import commands as c
+from contracts.events import ChangeProposed, Event, MemoryRevised, MemoryStatusChanged
+from contracts.events import ProposalResolved as Resolved
+from services.command.core import Context, decide
+from services.command.errors import Conflict, Forbidden, InvalidCommand, ProposalRequired
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context, unseal
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def ctx(member: str, **kw: object) -> Context:
+    return make_context(scope="shared", member=member, **kw)  # type: ignore[arg-type]
+
+
+def run(state: StreamState, cmd: c.Command, context: Context) -> list[Event]:
+    events = decide(state, cmd, context)
+    for event in events:
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event, context.now)
+    return events
+
+
+def anas_memory(state: StreamState) -> str:
+    [saved] = run(state, c.RememberMemory(content="Standup is at 9:30.", scope="shared"),
+                  ctx("ana"))
+    return saved.item_id
+
+
+def propose(state: StreamState, item: str, member: str = "bob", **kw: object) -> str:
+    cmd = c.ProposeChange(item_id=item, base_revision=state.items[item].revision,
+                          reason="it moved", **{"change": "correct",
+                                                "content": "Standup is at 10:00.", **kw})
+    [proposed] = run(state, cmd, ctx(member))
+    assert isinstance(proposed, ChangeProposed)
+    return proposed.proposal_id
+
+
+def test_a_teammates_shared_memory_changes_only_through_a_proposal() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    assert state.items[item].author == "ana"
+    for cmd in (c.CorrectMemory(item_id=item, base_revision=1, content="x", scope="shared"),
+                c.ArchiveMemory(item_id=item, scope="shared"),
+                c.RestoreRevision(item_id=item, base_revision=1, revision=1, scope="shared")):
+        with pytest.raises(ProposalRequired) as err:
+            run(state, cmd, ctx("bob"))
+        assert err.value.extra == {"item_id": item, "author": "ana"}
+    # Its author and an admin change it at once.
+    assert run(state, c.CorrectMemory(item_id=item, base_revision=1, content="y",
+                                      scope="shared"), ctx("ana"))
+    assert run(state, c.ArchiveMemory(item_id=item, scope="shared"), ctx("cy", is_admin=True))
+
+
+def test_a_memory_saved_before_authors_were_recorded_stays_open_to_all() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    state.items[item].author = None
+    assert run(state, c.CorrectMemory(item_id=item, base_revision=1, content="z",
+                                      scope="shared"), ctx("bob"))
+
+
+def test_a_merged_correction_becomes_the_next_revision_with_the_proposed_text() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    generation = state.generation
+    pid = propose(state, item)
+    assert state.generation == generation  # a proposal changes no memory
+    assert state.results["cmd-2"]["proposal_status"] == "pending"
+    revised, resolved = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+    assert isinstance(revised, MemoryRevised) and isinstance(resolved, Resolved)
+    assert (revised.revision, unseal(revised.content)) == (2, "Standup is at 10:00.")
+    assert resolved.status == "merged" and state.generation == generation + 1
+    with pytest.raises(Conflict, match="merged already"):
+        run(state, c.RejectProposal(proposal_id=pid), ctx("ana"))
+
+
+def test_archive_and_unarchive_proposals_change_the_status() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    [newer] = run(state, c.RememberMemory(content="Standup: 10:00.", scope="shared"), ctx("ana"))
+    pid = propose(state, item, change="archive", content=None, superseded_by=newer.item_id)
+    archived, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("cy", is_admin=True))
+    assert isinstance(archived, MemoryStatusChanged)
+    assert (archived.status, archived.superseded_by) == ("archived", newer.item_id)
+    with pytest.raises(Conflict, match="does not apply"):
+        propose(state, item, change="archive", content=None)
+    pid = propose(state, item, change="unarchive", content=None)
+    restored, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+    assert isinstance(restored, MemoryStatusChanged) and restored.status == "active"
+
+
+def test_a_proposal_on_a_changed_memory_is_outdated_and_applies_nothing() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    pid = propose(state, item)
+    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="9:45 now",
+                               scope="shared"), ctx("ana"))
+    [resolved] = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+    assert isinstance(resolved, Resolved) and resolved.status == "outdated"
+    assert state.items[item].revision == 2
+
+
+def test_a_pending_proposal_expires_after_30_days() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    pid = propose(state, item)
+    late = ctx("ana", now=START + timedelta(days=c.PROPOSAL_DAYS, seconds=1))
+    [resolved] = run(state, c.MergeProposal(proposal_id=pid), late)
+    assert isinstance(resolved, Resolved) and resolved.status == "expired"
+    assert state.items[item].revision == 1
+
+
+def test_who_may_merge_reject_and_withdraw() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    pid = propose(state, item)
+    with pytest.raises(Forbidden, match="only ana"):
+        run(state, c.MergeProposal(proposal_id=pid), ctx("dan"))
+    with pytest.raises(Forbidden, match="never merge"):
+        run(state, c.MergeProposal(proposal_id=pid), ctx("ana", is_agent=True))
+    with pytest.raises(Forbidden, match="bob's to withdraw"):
+        run(state, c.WithdrawProposal(proposal_id=pid), ctx("ana"))
+    [withdrawn] = run(state, c.WithdrawProposal(proposal_id=pid), ctx("bob"))
+    assert isinstance(withdrawn, Resolved) and withdrawn.status == "withdrawn"
+    pid = propose(state, item, member="dan")
+    [rejected] = run(state, c.RejectProposal(proposal_id=pid, reason="still 9:30"), ctx("ana"))
+    assert isinstance(rejected, Resolved) and (rejected.status, rejected.reason) == (
+        "rejected", "still 9:30")
+
+
+def test_proposals_are_for_the_shared_scope_and_must_fit_their_change() -> None:
+    state = StreamState("acme/member:ana")
+    [saved] = run(state, c.RememberMemory(content="mine"), make_context())
+    with pytest.raises(InvalidCommand, match="shared scope"):
+        run(state, c.ProposeChange(item_id=saved.item_id, change="archive", base_revision=1,
+                                   reason="r", scope="private"), make_context())
+    with pytest.raises(ValueError, match="content"):
+        c.ProposeChange(item_id="i", change="archive", base_revision=1, reason="r",
+                        content="x")
+    with pytest.raises(ValueError):
+        c.ProposeChange(item_id="i", change="correct", base_revision=1, reason="",
+                        content="x")
+
+
+def test_forgetting_a_memory_voids_its_proposals_and_their_text() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    pid = propose(state, item)
+    run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana"))
+    proposal = (state.proposals or {})[pid]
+    assert (proposal.status, proposal.content) == ("outdated", None)
+    with pytest.raises(Conflict):
+        run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
