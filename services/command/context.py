@@ -1,0 +1,35 @@
+"""What the writer passes into ``decide``: the caller, the time, ids and sealing, so the
+core stays pure and decides the same way on every replica."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from contracts.events import Sealed
+
+ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
+
+
+@functools.lru_cache(maxsize=65_536)  # asked several times per command on the hot path
+def new_item_id(command_id: str) -> str:
+    """Deterministic: a command retried after a crash names the same item (and key)."""
+    return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
+
+
+@dataclass(frozen=True)
+class Context:
+    scope: str  # resolved from the token, e.g. "member:ana"
+    is_agent: bool
+    now: datetime
+    new_item_id: Callable[[], str]
+    seal: Callable[[str, str], Sealed]  # (item_id, text) -> sealed text
+    content_hash: Callable[[str], str]
+    is_admin: bool = False  # the token has the org's admin role
+    # Memories of other streams the caller can see, among those the command links to
+    # (the writer looks them up; a link within the stream needs no lookup).
+    targets: frozenset[str] = frozenset()
+    member: str | None = None  # the token's member (an agent acts for one)

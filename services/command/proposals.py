@@ -1,0 +1,132 @@
+"""Proposals on a teammate's shared memory (seed 004): propose, then the author or an admin
+merges or rejects, or the proposer withdraws. Merging re-checks the memory's revision and
+the proposal's age; nothing is ever rebased."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from contracts import commands as c
+from contracts.events import (
+    ChangeProposed,
+    Event,
+    MemoryRevised,
+    ProposalResolved,
+)
+from services.command.context import Context
+from services.command.errors import (
+    Conflict,
+    Forbidden,
+    InvalidCommand,
+    NotFound,
+)
+from services.command.rules import check_base, check_superseded_by, find_item, transition
+from services.command.state import Item, Proposal, StreamState
+
+
+def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Event]:
+    if ctx.scope != "shared":
+        raise InvalidCommand("proposals are for the shared scope: change your own memory directly")
+    item = find_item(state, cmd.item_id)
+    check_base(item, cmd.base_revision, cmd.content)
+    check_superseded_by(state, cmd.superseded_by)
+    applies = {"archive": ("active", "disabled"), "unarchive": ("archived",)}
+    if item.status not in applies.get(cmd.change, (item.status,)):
+        raise Conflict(
+            f"memory {item.item_id} is {item.status}; '{cmd.change}' does not apply",
+            item_id=item.item_id,
+            memory_status=item.status,
+        )
+    proposal_id = ctx.new_item_id()
+    return [
+        ChangeProposed(
+            item_id=item.item_id,
+            proposal_id=proposal_id,
+            change=cmd.change,
+            base_revision=item.revision,
+            reason=cmd.reason,
+            proposer=ctx.member or "",
+            content=ctx.seal(item.item_id, cmd.content) if cmd.content is not None else None,
+            title=ctx.seal(item.item_id, cmd.title) if cmd.title else None,
+            content_hash=ctx.content_hash(cmd.content) if cmd.content is not None else None,
+            content_length=len(cmd.content) if cmd.content is not None else None,
+            superseded_by=cmd.superseded_by,
+        )
+    ]
+
+
+def _pending(state: StreamState, proposal_id: str) -> Proposal:
+    proposal = (state.proposals or {}).get(proposal_id)
+    if proposal is None:
+        raise NotFound(f"no proposal {proposal_id} in {state.stream_id}", proposal_id=proposal_id)
+    if proposal.status != "pending":
+        raise Conflict(
+            f"proposal {proposal_id} is {proposal.status} already",
+            proposal_id=proposal_id,
+            proposal_status=proposal.status,
+        )
+    return proposal
+
+
+def _resolve(
+    proposal_id: str, proposal: Proposal, status: str, reason: str | None = None
+) -> ProposalResolved:
+    return ProposalResolved(
+        item_id=proposal.item_id, proposal_id=proposal_id, status=status, reason=reason
+    )
+
+
+def _reviewer(state: StreamState, proposal: Proposal, ctx: Context, what: str) -> Item:
+    """The memory's author or an admin reviews a proposal; an agent never merges."""
+    item = find_item(state, proposal.item_id)
+    if ctx.is_agent and what == "merge":
+        raise Forbidden("an agent can propose but never merge")
+    if not ctx.is_admin and item.author is not None and ctx.member != item.author:
+        raise Forbidden(
+            f"only {item.author}, who saved memory {item.item_id}, or an admin can {what} "
+            "this proposal"
+        )
+    return item
+
+
+def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    item = _reviewer(state, proposal, ctx, "merge")
+    if ctx.now > proposal.proposed_at + timedelta(days=c.PROPOSAL_DAYS):
+        return [_resolve(cmd.proposal_id, proposal, "expired")]
+    if item.revision != proposal.base_revision:  # never rebased
+        return [_resolve(cmd.proposal_id, proposal, "outdated")]
+    change: list[Event]
+    if proposal.change == "correct":
+        assert proposal.content is not None
+        change = [
+            MemoryRevised(
+                item_id=item.item_id,
+                revision=item.revision + 1,
+                base_revision=item.revision,
+                reason="corrected",
+                content=proposal.content.content,
+                title=proposal.content.title or item.current.title,
+                content_hash=proposal.content.content_hash,
+                content_length=proposal.content.content_length,
+            )
+        ]
+    elif proposal.change == "archive":
+        allowed = {"active": "archived", "disabled": "archived"}
+        change = transition(state, item.item_id, allowed, proposal.superseded_by)
+    else:
+        change = transition(state, item.item_id, {"archived": "active"})
+    return [*change, _resolve(cmd.proposal_id, proposal, "merged")]
+
+
+def reject(state: StreamState, cmd: c.RejectProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    _reviewer(state, proposal, ctx, "reject")
+    return [_resolve(cmd.proposal_id, proposal, "rejected", cmd.reason)]
+
+
+def withdraw(state: StreamState, cmd: c.WithdrawProposal, ctx: Context) -> list[Event]:
+    proposal = _pending(state, cmd.proposal_id)
+    if proposal.proposer != ctx.member:
+        raise Forbidden(f"proposal {cmd.proposal_id} is {proposal.proposer}'s to withdraw")
+    return [_resolve(cmd.proposal_id, proposal, "withdrawn")]

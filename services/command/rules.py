@@ -1,0 +1,103 @@
+"""Checks and event builders the decisions share: finding an item, the stale-base and
+author checks, status transitions, a new revision."""
+
+from __future__ import annotations
+
+from contracts.events import Event, MemoryRevised, MemoryStatusChanged
+from services.command.context import Context
+from services.command.errors import (
+    Conflict,
+    Gone,
+    InvalidCommand,
+    NotFound,
+    ProposalRequired,
+)
+from services.command.state import Item, StreamState
+
+
+def find_item(state: StreamState, item_id: str) -> Item:
+    item = state.items.get(item_id)
+    if item is None:
+        raise NotFound(f"no memory {item_id} in {state.stream_id}", item_id=item_id)
+    if item.status == "forgotten":
+        raise Gone(
+            f"memory {item_id} was forgotten; it cannot be changed or restored", item_id=item_id
+        )
+    return item
+
+
+def check_base(item: Item, base: int, text: str | None = None) -> None:
+    if base != item.revision:
+        extra = {"item_id": item.item_id, "current_revision": item.revision, "base_revision": base}
+        if text is not None:
+            extra["content"] = text  # the caller's text comes back so nothing is lost
+        raise Conflict(f"memory {item.item_id} is at revision {item.revision}, not {base}", **extra)
+
+
+def check_owner(item: Item, ctx: Context) -> None:
+    """In the shared scope a memory's text and status are changed by its author or an
+    admin; a teammate proposes the change instead (seed 004)."""
+    if (
+        ctx.scope == "shared"
+        and item.author is not None
+        and item.author != ctx.member
+        and not ctx.is_admin
+    ):
+        raise ProposalRequired(
+            f"memory {item.item_id} is {item.author}'s: propose the change "
+            f"(POST /v1/memories/{item.item_id}/propose); its author or an admin merges it",
+            item_id=item.item_id,
+            author=item.author,
+        )
+
+
+def transition(
+    state: StreamState, item_id: str, allowed: dict[str, str], superseded_by: str | None = None
+) -> list[Event]:
+    item = find_item(state, item_id)
+    target = allowed.get(item.status)
+    if target is None:
+        raise Conflict(
+            f"memory {item_id} is {item.status}; that change does not apply",
+            item_id=item_id,
+            memory_status=item.status,
+        )
+    if target == item.status:
+        return []
+    return [status_change(item, target, superseded_by)]
+
+
+def status_change(item: Item, status: str, superseded_by: str | None = None) -> Event:
+    return MemoryStatusChanged(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        status=status,
+        previous=item.status,
+        superseded_by=superseded_by,
+    )
+
+
+def check_superseded_by(state: StreamState, superseded_by: str | None) -> None:
+    if superseded_by is not None and superseded_by not in state.items:
+        raise InvalidCommand(f"superseded_by {superseded_by} is not a memory of this scope")
+
+
+def new_revision(
+    item: Item,
+    text: str,
+    title: str | None,
+    ctx: Context,
+    reason: str,
+    restored_from: int | None = None,
+) -> MemoryRevised:
+    return MemoryRevised(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        base_revision=item.revision,
+        reason=reason,
+        content=ctx.seal(item.item_id, text),
+        title=ctx.seal(item.item_id, title) if title else item.current.title,
+        content_hash=ctx.content_hash(text),
+        content_length=len(text),
+        restored_from=restored_from,
+    )
