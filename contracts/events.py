@@ -130,8 +130,21 @@ class ProposalResolved(Event):
     reason: str | None = None
 
 
+class RevisionsPruned(Event):
+    """The org's retention policy drops the memory's revisions before ``before``: their
+    text leaves the read models, and they can no longer be restored."""
+
+    before: int
+
+
 # Events that change no memory's text, status or pin: they move no generation.
-NEUTRAL: tuple[type[Event], ...] = (MemoryLinked, MemoryUnlinked, ChangeProposed, ProposalResolved)
+NEUTRAL: tuple[type[Event], ...] = (
+    MemoryLinked,
+    MemoryUnlinked,
+    ChangeProposed,
+    ProposalResolved,
+    RevisionsPruned,
+)
 
 
 EVENTS: dict[str, type[Event]] = {
@@ -146,6 +159,7 @@ EVENTS: dict[str, type[Event]] = {
         MemoryUnlinked,
         ChangeProposed,
         ProposalResolved,
+        RevisionsPruned,
     )
 }
 SCHEMA_VERSIONS: dict[str, int] = {name: 1 for name in EVENTS}

@@ -112,6 +112,10 @@ class OrgPolicy(BaseModel):
     policy: Policy = "hybrid"
     max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)
+    # How many prior revisions each memory keeps besides its current one (seed 004: 3);
+    # None keeps every revision (seed 000). Older ones leave the read models and can no
+    # longer be restored.
+    keep_revisions: int | None = Field(default=None, ge=1, le=1000)
 
 
 class Link(BaseModel):
@@ -163,3 +167,25 @@ class ProposalsResponse(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     proposals: list[ProposalView]
+
+
+class RevisionView(BaseModel):
+    """One kept revision of a memory: its text then, who made it and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    revision: int
+    reason: str  # remembered, corrected, restored, undone, pinned, archived, ...
+    title: str | None
+    content: str | None  # None once the memory is forgotten
+    member: str | None
+    agent: str | None
+    command_id: str
+    occurred_at: datetime
+
+
+class RevisionsResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    revisions: list[RevisionView]  # newest first

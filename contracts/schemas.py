@@ -34,6 +34,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "SearchResponse": recall.SearchResponse,
         "LinksResponse": recall.LinksResponse,
         "ProposalsResponse": recall.ProposalsResponse,
+        "RevisionsResponse": recall.RevisionsResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

@@ -23,6 +23,7 @@ from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
+from services.command.adapters.retention import Retention
 from services.command.adapters.targets import LinkTargets
 from services.command.adapters.writer import PartitionWriter
 from services.command.handlers import routes
@@ -49,6 +50,7 @@ def create_app(
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
+        retention = Retention(pool)  # shared by the partitions' writers: one cache
 
         def make_writer(partition: int) -> PartitionWriter:
             return PartitionWriter(
@@ -63,6 +65,7 @@ def create_app(
                 settings.checkpoint_every,
                 settings.cached_items,
                 LinkTargets(pool),
+                retention,
             )
 
         processor = CommandProcessor(

@@ -33,3 +33,5 @@ class Context:
     # (the writer looks them up; a link within the stream needs no lookup).
     targets: frozenset[str] = frozenset()
     member: str | None = None  # the token's member (an agent acts for one)
+    # The org's retention: prior revisions each memory keeps (None: all of them).
+    keep_revisions: int | None = None

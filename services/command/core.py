@@ -17,6 +17,8 @@ from contracts.events import (
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
+    MemoryStatusChanged,
+    RevisionsPruned,
 )
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context, new_item_id
@@ -43,7 +45,25 @@ __all__ = ["Context", "decide", "new_item_id"]
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
     handler = _HANDLERS[type(cmd)]
-    return handler(state, cmd, ctx)
+    events = handler(state, cmd, ctx)
+    return events + _pruned(state, events, ctx.keep_revisions)
+
+
+def _pruned(state: StreamState, events: list[Event], keep: int | None) -> list[Event]:
+    """What the org's retention drops after these events: for each memory given a new
+    revision, the revisions more than ``keep`` before it (seed 004 keeps three)."""
+    if keep is None:
+        return []
+    newest: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, MemoryRevised | MemoryPinned | MemoryStatusChanged):
+            newest[event.item_id] = event.revision
+    pruned: list[Event] = []
+    for item_id, revision in newest.items():
+        item = state.items[item_id]
+        if item.revisions and min(item.revisions) < revision - keep:
+            pruned.append(RevisionsPruned(item_id=item_id, before=revision - keep))
+    return pruned
 
 
 def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Event]:
@@ -122,6 +142,13 @@ def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) 
     check_base(item, cmd.base_revision)
     check_owner(item, ctx)
     old = item.revisions.get(cmd.revision)
+    if cmd.revision < item.revision and old is None and item.revisions:
+        raise Conflict(
+            f"memory {item.item_id} no longer keeps revision {cmd.revision}: the org's "
+            f"retention keeps revisions {min(item.revisions)} to {item.revision}",
+            item_id=item.item_id,
+            oldest_kept=min(item.revisions),
+        )
     if old is None or cmd.revision >= item.revision:
         raise InvalidCommand(f"memory {item.item_id} has no earlier revision {cmd.revision}")
     return [_copy_revision(item, cmd.revision, "restored")]
@@ -231,7 +258,8 @@ def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event
 
 
 def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
-    hashes = tuple(sorted({r.content_hash for r in item.revisions.values()}))
+    kept = {r.content_hash for r in item.revisions.values()}
+    hashes = tuple(sorted(kept | (item.retired_hashes or frozenset())))
     return MemoryForgotten(
         item_id=item.item_id, content_hashes=hashes, revisions=len(item.revisions), reason=reason
     )

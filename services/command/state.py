@@ -23,6 +23,7 @@ from contracts.events import (
     MemoryUnlinked,
     ProposalResolved,
     ProposalStatus,
+    RevisionsPruned,
     Sealed,
     Status,
 )
@@ -56,6 +57,8 @@ class Item:
     links: dict[LinkKey, float | None] | None = None
     # The member who saved it (None: saved before authors were recorded).
     author: str | None = None
+    # Content hashes of revisions the org's retention dropped (None: none dropped).
+    retired_hashes: frozenset[str] | None = None
 
     @property
     def current(self) -> Revision:
@@ -206,6 +209,18 @@ def _resolved(state: StreamState, e: ProposalResolved) -> None:
     proposal.status, proposal.content = e.status, None  # its text is spent
 
 
+def _pruned(state: StreamState, e: RevisionsPruned) -> None:
+    """The retention drops old revisions; their hashes still refuse a re-save after a
+    forget (``retired_hashes``)."""
+    item = state.items[e.item_id]
+    old = [r for r in item.revisions if r < e.before]
+    item.retired_hashes = (item.retired_hashes or frozenset()) | {
+        item.revisions[r].content_hash for r in old
+    }
+    for r in old:
+        del item.revisions[r]
+
+
 def _linked(state: StreamState, e: MemoryLinked) -> None:
     item = state.items[e.item_id]
     item.links = {**(item.links or {}), (e.target_id, e.kind): e.weight}
@@ -228,4 +243,5 @@ _APPLY: dict[type[Event], Any] = {
     MemoryLinked: _linked,
     MemoryUnlinked: _unlinked,
     ProposalResolved: _resolved,
+    RevisionsPruned: _pruned,
 }

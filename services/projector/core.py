@@ -23,6 +23,7 @@ from contracts.events import (
     MemoryStatusChanged,
     MemoryUnlinked,
     ProposalResolved,
+    RevisionsPruned,
 )
 
 
@@ -65,6 +66,7 @@ WRITE_ORDER = (
     "copy_revision",
     "pin_item",
     "status_item",
+    "prune_revisions",
     "link",
     "propose",
     "resolve_proposal",
@@ -207,6 +209,8 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                 ),
             )
         ]
+    if isinstance(event, RevisionsPruned):
+        return [Write("prune_revisions", (event.item_id, event.before))]
     if isinstance(event, ProposalResolved):
         return [
             Write("resolve_proposal", (event.proposal_id, event.status, at, actor, event.reason))

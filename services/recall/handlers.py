@@ -20,6 +20,8 @@ from contracts.recall import (
     ProposalView,
     RecallRequest,
     RecallResponse,
+    RevisionsResponse,
+    RevisionView,
     SearchRequest,
     SearchResponse,
 )
@@ -117,6 +119,16 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
     if row is None:
         raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
     return dict(row)
+
+
+@router.get("/v1/memories/{item_id}/revisions")
+async def get_revisions(request: Request, item_id: str) -> RevisionsResponse:
+    """A memory's kept revisions, newest first, with who made each (seed 004)."""
+    app = request.app.state
+    rows = await app.store.revisions(principal_from(request, app.verifier), item_id)
+    if rows is None:
+        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+    return RevisionsResponse(item_id=item_id, revisions=[RevisionView(**dict(r)) for r in rows])
 
 
 @router.get("/v1/memories/{item_id}/links")

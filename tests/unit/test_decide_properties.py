@@ -55,8 +55,9 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps(), min_size=1, max_size=40))
-def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
+@given(st.lists(steps(), min_size=1, max_size=40), st.one_of(st.none(), st.integers(1, 3)))
+def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int | None
+                                                  ) -> None:
     state = StreamState("acme/member:ana")
     ids: list[str] = []
     seq = 0
@@ -66,7 +67,7 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
         before = state.items.get(item_id, None)
         before_rev, before_status = (before.revision, before.status) if before else (0, None)
         cmd = build(kind, a, item_id, state, other_id)
-        ctx = make_context(is_agent=a["agent"])
+        ctx = make_context(is_agent=a["agent"], keep_revisions=keep)
         try:
             events = decide(state, cmd, ctx)
         except Conflict as exc:
@@ -99,6 +100,8 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any]) -> None:
             if item.status == "forgotten":  # no sealed text of it survives anywhere
                 assert item.revisions == {} and item.last_change is None
                 assert not item.links  # and no link from it
+            if keep is not None:  # the org's retention: no older revision is kept
+                assert all(r >= item.revision - keep for r in item.revisions)
             for target, _ in item.links or {}:  # nor to it, within the stream
                 assert state.items[target].status != "forgotten" and target != item.item_id
             if not item.confirmed:

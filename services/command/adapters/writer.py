@@ -35,6 +35,7 @@ from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.restore import Restorer
+from services.command.adapters.retention import Retention
 from services.command.adapters.targets import LinkTargets, Target
 from services.command.core import Context, decide, new_item_id
 from services.command.errors import (
@@ -55,6 +56,15 @@ class Cleanup:
 
     shred: list[str] = field(default_factory=list)
     discard: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What a batch's decisions need from outside the stream: link targets of other
+    streams, and each org's revision retention."""
+
+    targets: dict[str, Target]
+    keep_revisions: dict[str, int | None]
 
 
 class NotApplied(Exception):
@@ -101,9 +111,11 @@ class PartitionWriter:
         checkpoint_every: int = 5000,
         cached_items: int = 100_000,
         targets: LinkTargets | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.partition = partition
         self._targets = targets
+        self._retention = retention
         self._group_id = group_id
         self._keys = keystore
         self._verifier = verifier
@@ -174,11 +186,11 @@ class PartitionWriter:
         try:
             await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
             keys = await self._prepare_keys(decoded)
-            targets = await self._find_targets(decoded)
+            looked_up = Lookups(await self._find_targets(decoded), await self._keep(decoded))
             t1 = time.perf_counter()
             async with self._producer.transaction():
                 for d in decoded:
-                    await self._handle(d, keys, targets, cleanup)
+                    await self._handle(d, keys, looked_up, cleanup)
                 t2 = time.perf_counter()
                 if consumed:
                     tp = TopicPartition(topics.COMMANDS, self.partition)
@@ -262,8 +274,15 @@ class PartitionWriter:
             wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
         return await self._targets.find(wanted)
 
+    async def _keep(self, decoded: list[Decoded]) -> dict[str, int | None]:
+        """The retention policy of each org in the batch."""
+        if self._retention is None:
+            return {}
+        orgs = {d.envelope.stream_id.split("/", 1)[0] for d in decoded if d.envelope}
+        return await self._retention.keep_revisions(orgs)
+
     async def _handle(
-        self, d: Decoded, keys: dict[str, bytes], targets: dict[str, Target], cleanup: Cleanup
+        self, d: Decoded, keys: dict[str, bytes], looked_up: Lookups, cleanup: Cleanup
     ) -> None:
         if d.marker:
             return
@@ -286,7 +305,7 @@ class PartitionWriter:
             return
         try:
             principal, cmd = self._authorise(env, keys)
-            ctx = self._context(env, principal, cmd, keys, targets)
+            ctx = self._context(env, principal, cmd, keys, looked_up)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(
@@ -361,7 +380,7 @@ class PartitionWriter:
         principal: Principal,
         cmd: Command,
         keys: dict[str, bytes],
-        targets: dict[str, Target],
+        looked_up: Lookups,
     ) -> Context:
         master = self._keys.master
 
@@ -376,8 +395,9 @@ class PartitionWriter:
             seal=seal_for,
             content_hash=lambda text: master.content_hash(principal.org, text),
             is_admin="admin" in principal.roles,
-            targets=frozenset(i for i, t in targets.items() if t.visible_to(principal)),
+            targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
             member=principal.member,
+            keep_revisions=looked_up.keep_revisions.get(principal.org),
         )
 
     async def _append(

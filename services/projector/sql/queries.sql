@@ -101,3 +101,7 @@ UPDATE memory.proposals
 SET title = NULL, content = NULL,
     status = CASE WHEN status = 'pending' THEN 'outdated' ELSE status END
 WHERE item_id = $1
+
+-- name: prune_revisions
+-- The org's retention: the memory's revisions before $2 leave, text and all.
+DELETE FROM memory.revisions WHERE item_id = $1 AND revision < $2

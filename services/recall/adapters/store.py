@@ -171,6 +171,7 @@ class RecallStore:
                 policy.policy,
                 policy.max_items,
                 policy.max_chars,
+                policy.keep_revisions,
                 p.member,
             )
         return OrgPolicy(**dict(row))
@@ -247,6 +248,13 @@ class RecallStore:
     async def get_item(self, p: Principal, item_id: str) -> asyncpg.Record | None:
         async with as_principal(self._pool, p) as conn:
             return await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
+
+    async def revisions(self, p: Principal, item_id: str) -> list[asyncpg.Record] | None:
+        """The memory's kept revisions; None when the caller cannot see the memory."""
+        async with as_principal(self._pool, p) as conn:
+            if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
+                return None
+            return list(await conn.fetch(Q["revisions"], item_id, p.org))
 
     async def links(
         self, p: Principal, item_id: str, direction: str, limit: int

@@ -101,14 +101,15 @@ LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(n.item_id) WHERE $5) AS t ON 
 ORDER BY n.ordinality
 
 -- name: org_policy
-SELECT policy, max_items, max_chars FROM recall.org_policies WHERE org = $1
+SELECT policy, max_items, max_chars, keep_revisions FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
-INSERT INTO recall.org_policies (org, policy, max_items, max_chars, updated_by)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions, updated_by)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
-    max_chars = EXCLUDED.max_chars, updated_by = EXCLUDED.updated_by, updated_at = now()
-RETURNING policy, max_items, max_chars
+    max_chars = EXCLUDED.max_chars, keep_revisions = EXCLUDED.keep_revisions,
+    updated_by = EXCLUDED.updated_by, updated_at = now()
+RETURNING policy, max_items, max_chars, keep_revisions
 
 -- name: links
 -- A memory's links, outbound ($2 'out'), inbound ('in') or both, newest first; the
@@ -145,3 +146,11 @@ SELECT * FROM (
 WHERE $4::text IS NULL OR status = $4
 ORDER BY proposed_at DESC, proposal_id
 LIMIT $7
+
+-- name: revisions
+-- A memory's kept revisions, newest first, with who made each and why.
+SELECT revision, reason, title, content, actor ->> 'member' AS member,
+       actor ->> 'agent' AS agent, command_id, occurred_at
+FROM memory.revisions
+WHERE item_id = $1 AND org = $2
+ORDER BY revision DESC
