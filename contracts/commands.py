@@ -39,6 +39,10 @@ class Command(BaseModel):
 
     # The scope the command acts in, resolved against the token (never an id).
     scope: ScopeChoice = "private"
+    # The scope's version (its stream's last seq) the caller last saw: when it moved on
+    # since, the command is refused with 409 naming the current one (seed 002's
+    # ``expected``). None: no check.
+    expected_version: int | None = Field(default=None, ge=0)
 
 
 class ItemCommand(Command):

@@ -189,3 +189,27 @@ class RevisionsResponse(BaseModel):
 
     item_id: str
     revisions: list[RevisionView]  # newest first
+
+
+class Change(BaseModel):
+    """One event of a scope's history: the scope's version after it, what changed, who."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int
+    type: str  # the event type: MemoryRemembered, MemoryRevised, MemoryForgotten, ...
+    item_id: str
+    revision: int | None
+    key: str | None  # the memory's key, when it has one (NULL once forgotten)
+    member: str
+    agent: str | None  # set when an agent (or extraction acting for one) made it
+    command_id: str
+    occurred_at: datetime
+
+
+class ChangesResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    scope: str
+    version: int  # the last version listed (pass it as ``after`` for the next page)
+    changes: list[Change]

@@ -35,6 +35,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "LinksResponse": recall.LinksResponse,
         "ProposalsResponse": recall.ProposalsResponse,
         "RevisionsResponse": recall.RevisionsResponse,
+        "ChangesResponse": recall.ChangesResponse,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

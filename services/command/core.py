@@ -44,6 +44,13 @@ __all__ = ["Context", "decide", "new_item_id"]
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
+    if cmd.expected_version is not None and cmd.expected_version != state.seq:
+        raise Conflict(
+            f"{state.stream_id} is at version {state.seq}, not {cmd.expected_version}: read "
+            "it again and retry",
+            current_version=state.seq,
+            expected_version=cmd.expected_version,
+        )
     handler = _HANDLERS[type(cmd)]
     events = handler(state, cmd, ctx)
     return events + _pruned(state, events, ctx.keep_revisions)

@@ -9,7 +9,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from contracts.commands import ScopeChoice
 from contracts.recall import (
+    Change,
+    ChangesResponse,
     ContextEntry,
     ContextResponse,
     GenerationResponse,
@@ -25,6 +28,7 @@ from contracts.recall import (
     SearchRequest,
     SearchResponse,
 )
+from engram.auth import ScopeError
 from engram.http import ProblemError, principal_from
 from services.recall.packets import generation_text, recall, search
 
@@ -119,6 +123,30 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
     if row is None:
         raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
     return dict(row)
+
+
+@router.get("/v1/changes")
+async def get_changes(
+    request: Request,
+    scope: ScopeChoice = "private",
+    after: int = Query(0, ge=0),
+    limit: int = Query(100, ge=1, le=1000),
+) -> ChangesResponse:
+    """One scope's change log, oldest first, after version ``after`` (seed 002's agent
+    memory log; any scope the token grants)."""
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    try:
+        stream_id = principal.stream(scope)
+    except ScopeError as exc:
+        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    rows = await app.store.changes(principal, stream_id, after, limit)
+    changes = [Change(**dict(r)) for r in rows]
+    return ChangesResponse(
+        scope=stream_id.split("/", 1)[1],
+        version=changes[-1].version if changes else after,
+        changes=changes,
+    )
 
 
 @router.get("/v1/memories/{item_id}/revisions")

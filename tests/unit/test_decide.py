@@ -205,3 +205,13 @@ def test_a_confirmed_remember_with_a_known_key_revises_that_fact() -> None:
     item = remembered(state, "The budget is 1500 EUR.", key="budget")
     [event] = run(state, c.RememberMemory(content="The budget is 1600 EUR.", key="budget"))
     assert isinstance(event, MemoryRevised) and event.item_id == item
+
+
+def test_an_expected_version_must_be_the_streams_current_one() -> None:
+    state = StreamState("acme/agent:helper")
+    run(state, c.RememberMemory(content="Run the tests first.", expected_version=0))
+    with pytest.raises(Conflict) as err:
+        run(state, c.RememberMemory(content="Keep answers short.", expected_version=0))
+    assert (err.value.extra["current_version"], err.value.extra["expected_version"]) == (1, 0)
+    assert run(state, c.RememberMemory(content="Keep answers short.", expected_version=1))
+    assert run(state, c.RememberMemory(content="No version, no check."))

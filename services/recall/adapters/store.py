@@ -249,6 +249,12 @@ class RecallStore:
         async with as_principal(self._pool, p) as conn:
             return await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
 
+    async def changes(
+        self, p: Principal, stream_id: str, after: int, limit: int
+    ) -> list[asyncpg.Record]:
+        async with as_principal(self._pool, p) as conn:
+            return list(await conn.fetch(Q["changes"], stream_id, after, limit))
+
     async def revisions(self, p: Principal, item_id: str) -> list[asyncpg.Record] | None:
         """The memory's kept revisions; None when the caller cannot see the memory."""
         async with as_principal(self._pool, p) as conn:

@@ -154,3 +154,14 @@ SELECT revision, reason, title, content, actor ->> 'member' AS member,
 FROM memory.revisions
 WHERE item_id = $1 AND org = $2
 ORDER BY revision DESC
+
+-- name: changes
+-- One scope's changes after version $2, oldest first: each event with who made it.
+SELECT a.seq AS version, a.type, a.item_id, a.revision, i.key,
+       a.actor ->> 'member' AS member, a.actor ->> 'agent' AS agent, a.command_id,
+       a.occurred_at
+FROM memory.audit a
+LEFT JOIN memory.items i ON i.item_id = a.item_id
+WHERE a.stream_id = $1 AND a.seq > $2
+ORDER BY a.seq
+LIMIT $3
