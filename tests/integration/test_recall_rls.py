@@ -20,6 +20,22 @@ async def seed(conn: asyncpg.Connection, org: str, scope: str, text: str) -> str
     item_id = await insert_item(conn, org, scope, text, prefix="rls")
     await conn.execute("INSERT INTO memory.generations (org, scope, generation) "
                        "VALUES ($1, $2, 1) ON CONFLICT DO NOTHING", org, scope)
+    # Its revision, audit row and a proposal on it: each read model the recall role reads.
+    await conn.execute(
+        "INSERT INTO memory.revisions (item_id, revision, org, scope, reason, content, "
+        "content_hash, actor, command_id, occurred_at) "
+        "VALUES ($1, 1, $2, $3, 'remembered', $4, 'h', '{}', 'c', now())",
+        item_id, org, scope, text)
+    await conn.execute(
+        "INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, "
+        "revision, actor, command_id, occurred_at) "
+        "VALUES ($1, 1, $2, 'MemoryRemembered', $3, $4, $5, 1, '{}', 'c', now())",
+        f"{org}/{scope}/{item_id}", f"e-{item_id}", item_id, org, scope)
+    await conn.execute(
+        "INSERT INTO memory.proposals (proposal_id, item_id, org, scope, change, base_revision, "
+        "reason, proposer, status, proposed_at) "
+        "VALUES ($1, $2, $3, $4, 'archive', 1, 'r', 'x', 'pending', now())",
+        f"p-{item_id}", item_id, org, scope)
     return item_id
 
 
@@ -65,9 +81,16 @@ async def test_the_recall_role_sees_only_its_principals_rows(
             gens = await recall.fetch("SELECT org, scope FROM memory.generations")
             assert {(r["org"], r["scope"]) for r in gens} <= {
                 (org, s) for s in ana.visible_scopes()}
+            # Revisions, the change log and proposals: the same rows, no others.
+            for table in ("memory.revisions", "memory.audit", "memory.proposals"):
+                rows = {r["item_id"] for r in await recall.fetch(f"SELECT item_id FROM {table}")}
+                assert mine <= rows and not rows & hidden, table
         for sql in ("UPDATE memory.items SET content = 'x'",
                     "DELETE FROM memory.items",
-                    "SELECT * FROM memory.revisions",
+                    "DELETE FROM memory.revisions",
+                    "UPDATE memory.audit SET type = 'x'",
+                    "DELETE FROM memory.proposals",
+                    "DELETE FROM memory.links",
                     "SELECT * FROM memory.terms",
                     "SELECT * FROM memory.term_counts",
                     "SELECT * FROM keystore.data_keys",
