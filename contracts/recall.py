@@ -116,6 +116,10 @@ class OrgPolicy(BaseModel):
     # None keeps every revision (seed 000). Older ones leave the read models and can no
     # longer be restored.
     keep_revisions: int | None = Field(default=None, ge=1, le=1000)
+    # Session switches' defaults (seed 002): a session's runs are given its own memories
+    # (use), and the extractor learns from its turns (generate); a session may override.
+    session_use: bool = True
+    session_generate: bool = True
 
 
 class Link(BaseModel):
@@ -213,3 +217,39 @@ class ChangesResponse(BaseModel):
     scope: str
     version: int  # the last version listed (pass it as ``after`` for the next page)
     changes: list[Change]
+
+
+class SessionSwitches(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    use: bool
+    generate: bool
+
+
+class SessionOverrides(BaseModel):
+    """What the session sets itself; a switch it does not name follows the org."""
+
+    model_config = ConfigDict(frozen=True)
+
+    use: bool | None = None
+    generate: bool | None = None
+
+
+class SessionView(BaseModel):
+    """A session's switches as they apply (``settings``) and what it set (``overrides``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: str
+    settings: SessionSwitches
+    overrides: SessionOverrides
+
+
+class ConfigureSession(BaseModel):
+    """``PUT /v1/session``: true or false sets a switch for this session, null makes it
+    follow the org's default again, a missing field keeps it as it is (seed 002)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    use: bool | None = None
+    generate: bool | None = None

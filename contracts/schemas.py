@@ -36,6 +36,8 @@ def messages() -> dict[str, type[BaseModel]]:
         "ProposalsResponse": recall.ProposalsResponse,
         "RevisionsResponse": recall.RevisionsResponse,
         "ChangesResponse": recall.ChangesResponse,
+        "SessionView": recall.SessionView,
+        "ConfigureSession": recall.ConfigureSession,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

@@ -60,7 +60,7 @@ class TurnExtractor:
         except PoisonMessageError as exc:
             await _dead_letter(self.follower, record, str(exc))
             return
-        if not await self._pending(conn, principal.org, turn):
+        if not await self._pending(conn, principal, turn):
             return
         method, candidates, failure = await self._extract(turn)
         envelopes = proposals(turn, stream, method, candidates, self._clock())
@@ -91,11 +91,17 @@ class TurnExtractor:
         except (AuthError, ScopeError) as exc:
             raise PoisonMessageError(f"turn {turn.turn_id} has no usable token: {exc}") from exc
 
-    async def _pending(self, conn: asyncpg.Connection, org: str, turn: ConversationTurn) -> bool:
+    async def _pending(
+        self, conn: asyncpg.Connection, principal: Principal, turn: ConversationTurn
+    ) -> bool:
+        org = principal.org
         # Handled once, whatever the method: a turn read again (a replay, a repeated
         # publish, a re-drive of a fallback's dead letter) must not spend AI budget twice.
         if await conn.fetchval(Q["turn_method"], org, turn.turn_id) is not None:
             return _skip("already_handled", turn)
+        # A session whose `generate` is off teaches nothing, its agent included (seed 002).
+        if principal.session and not await _generates(conn, org, principal.session):
+            return _skip("generate_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from.
         if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
             return _skip("suppressed", turn)
@@ -114,6 +120,14 @@ class TurnExtractor:
             failure = f"AI extraction failed; rule-based proposals were made instead: {exc}"
             return "rules-fallback", select(rule_candidates(message), message), failure
         return "ai", select(found, message), None
+
+
+async def _generates(conn: asyncpg.Connection, org: str, session: str) -> bool:
+    try:
+        async with conn.transaction():  # a savepoint: a failure here spoils no batch
+            return bool(await conn.fetchval(Q["generate"], org, session))
+    except asyncpg.UndefinedFunctionError:  # recall's migrations have not run: all on
+        return True
 
 
 class SourceRecorder:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from contracts.commands import ScopeChoice
 from contracts.recall import (
     Change,
     ChangesResponse,
+    ConfigureSession,
     ContextEntry,
     ContextResponse,
     GenerationResponse,
@@ -27,9 +29,13 @@ from contracts.recall import (
     RevisionView,
     SearchRequest,
     SearchResponse,
+    SessionOverrides,
+    SessionSwitches,
+    SessionView,
 )
-from engram.auth import ScopeError
+from engram.auth import Principal, ScopeError
 from engram.http import ProblemError, principal_from
+from services.recall.adapters.store import RecallStore
 from services.recall.packets import generation_text, recall, search
 
 router = APIRouter()
@@ -41,6 +47,12 @@ ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated
 async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
     app = request.app.state
     principal = principal_from(request, app.verifier)
+    if (
+        principal.session
+        and not (await app.store.session_switches(principal, principal.session))["use"]
+    ):
+        # The session's `use` is off: its runs are given no memory of the session itself.
+        principal = replace(principal, session=None)
     return await recall(app.store, app.embedder, principal, body, app.settings)
 
 
@@ -123,6 +135,43 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
     if row is None:
         raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
     return dict(row)
+
+
+@router.get("/v1/session")
+async def get_session(request: Request) -> SessionView:
+    """The token's session's switches (seed 002): as they apply, and what it set."""
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    return await _session_view(app.store, principal)
+
+
+@router.put("/v1/session")
+async def put_session(request: Request, body: ConfigureSession) -> SessionView:
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    session = _session_of(principal)
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    await app.store.configure_session(principal, session, changes)
+    return await _session_view(app.store, principal)
+
+
+def _session_of(principal: Principal) -> str:
+    if principal.session is None:
+        raise ProblemError(
+            403, "Forbidden", "this token names no session: its switches need one", "forbidden"
+        )
+    return principal.session
+
+
+async def _session_view(store: RecallStore, principal: Principal) -> SessionView:
+    session = _session_of(principal)
+    row = await store.session_switches(principal, session)
+    overrides = {name: row[name] for name in ("use", "generate") if row[f"{name}_set"]}
+    return SessionView(
+        session=session,
+        settings=SessionSwitches(use=row["use"], generate=row["generate"]),
+        overrides=SessionOverrides(**overrides),
+    )
 
 
 @router.get("/v1/changes")

@@ -25,3 +25,8 @@ UPDATE extractor.sources SET suppressed = true WHERE org = $1 AND item_id = $2
 -- (it was recalled into the run) must not bring its text back as a candidate.
 INSERT INTO extractor.sources (org, source_id, item_id, suppressed) VALUES ($1, $2, $2, true)
 ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true
+
+-- name: generate
+-- The session's `generate` switch as it applies (recall's session switches: its own,
+-- else the org's default, else on).
+SELECT generate FROM recall.session_switches($1, $2)

@@ -172,6 +172,8 @@ class RecallStore:
                 policy.max_items,
                 policy.max_chars,
                 policy.keep_revisions,
+                policy.session_use,
+                policy.session_generate,
                 p.member,
             )
         return OrgPolicy(**dict(row))
@@ -248,6 +250,28 @@ class RecallStore:
     async def get_item(self, p: Principal, item_id: str) -> asyncpg.Record | None:
         async with as_principal(self._pool, p) as conn:
             return await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes())
+
+    async def session_switches(self, p: Principal, session: str) -> asyncpg.Record:
+        """(use, generate, use_set, generate_set) of the session, as they apply."""
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(Q["session_switches"], p.org, session)
+        assert row is not None  # the function always answers one row
+        return row
+
+    async def configure_session(
+        self, p: Principal, session: str, changes: dict[str, bool | None]
+    ) -> None:
+        async with as_principal(self._pool, p) as conn:
+            await conn.execute(
+                Q["configure_session"],
+                p.org,
+                session,
+                "use" in changes,
+                changes.get("use"),
+                "generate" in changes,
+                changes.get("generate"),
+                p.member,
+            )
 
     async def changes(
         self, p: Principal, stream_id: str, after: int, limit: int

@@ -101,15 +101,30 @@ LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(n.item_id) WHERE $5) AS t ON 
 ORDER BY n.ordinality
 
 -- name: org_policy
-SELECT policy, max_items, max_chars, keep_revisions FROM recall.org_policies WHERE org = $1
+SELECT policy, max_items, max_chars, keep_revisions, session_use, session_generate
+FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
-INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions,
+                                 session_use, session_generate, updated_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
     max_chars = EXCLUDED.max_chars, keep_revisions = EXCLUDED.keep_revisions,
+    session_use = EXCLUDED.session_use, session_generate = EXCLUDED.session_generate,
     updated_by = EXCLUDED.updated_by, updated_at = now()
-RETURNING policy, max_items, max_chars, keep_revisions
+RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate
+
+-- name: session_switches
+SELECT * FROM recall.session_switches($1, $2)
+
+-- name: configure_session
+-- $3/$5: whether the request names `use`/`generate` (a name with NULL follows the org).
+INSERT INTO recall.session_settings (org, session, use, generate, updated_by)
+VALUES ($1, $2, $4, $6, $7)
+ON CONFLICT (org, session) DO UPDATE SET
+    use = CASE WHEN $3 THEN EXCLUDED.use ELSE recall.session_settings.use END,
+    generate = CASE WHEN $5 THEN EXCLUDED.generate ELSE recall.session_settings.generate END,
+    updated_by = EXCLUDED.updated_by, updated_at = now()
 
 -- name: links
 -- A memory's links, outbound ($2 'out'), inbound ('in') or both, newest first; the

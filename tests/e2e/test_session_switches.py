@@ -1,0 +1,112 @@
+"""Session switches (seed 002): `use` gives a session's runs its own memories, `generate`
+lets the extractor learn from its turns; the org sets the defaults, a session overrides
+each or follows the org again (null)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from contracts import topics
+from contracts.conversations import ConversationTurn
+from tests.conftest import Caller, caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_use_decides_whether_runs_get_the_sessions_memories(
+        services: dict[str, str]) -> None:
+    ana = caller(session="trip")
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def switches(**body: Any) -> dict[str, Any]:
+            r = (await http.put(f"{recall}/v1/session", headers=ana.headers, json=body)
+                 if body else await http.get(f"{recall}/v1/session", headers=ana.headers))
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        assert await switches() == {"session": "trip",
+                                    "settings": {"use": True, "generate": True},
+                                    "overrides": {"use": None, "generate": None}}
+        saved = await http.post(f"{command}/v1/memories", headers=ana.headers, json={
+            "content": "The trip budget is 1500 EUR.", "scope": "session"})
+        item = saved.json()["item_id"]
+
+        async def recalled() -> list[str]:
+            r = await http.post(f"{recall}/v1/recall", headers=ana.headers,
+                                json={"query": "what is the trip budget?"})
+            return [i["id"] for i in r.json()["items"]]
+
+        async def given() -> bool:
+            return item in await recalled()
+
+        await eventually(given, what="the session's memory in a packet")
+        off = await switches(use=False)
+        assert (off["settings"], off["overrides"]) == ({"use": False, "generate": True},
+                                                       {"use": False, "generate": None})
+        assert item not in await recalled()
+        again = await switches(use=None)  # follows the org again: on
+        assert again["settings"]["use"] is True and again["overrides"]["use"] is None
+        assert item in await recalled()
+
+        # The org's default applies to a session that sets nothing.
+        admin = caller(org=ana.org, member="root", roles=("admin",))
+        r = await http.put(f"{recall}/v1/policy", headers=admin.headers,
+                           json={"session_use": False})
+        assert r.status_code == 200 and r.json()["session_use"] is False
+        assert (await switches())["settings"]["use"] is False
+        assert item not in await recalled()
+
+        nobody = caller()
+        r = await http.get(f"{recall}/v1/session", headers=nobody.headers)
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden")
+        bad = await http.put(f"{recall}/v1/session", headers=ana.headers, json={"use": "no"})
+        assert bad.status_code == 422
+
+
+async def test_generate_off_lets_the_extractor_learn_nothing_from_the_session(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    quiet = caller(session="quiet")
+    chatty = caller(org=quiet.org, member=quiet.member, session="chatty")
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.put(f"{services['recall']}/v1/session", headers=quiet.headers,
+                           json={"generate": False})
+        assert r.json()["settings"]["generate"] is False
+        # One run, so one partition and this order: once the second turn is learned
+        # from, the first has been read too.
+        await publish(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+                      turn(quiet, "t-quiet", "Remember that I prefer aisle seats."),
+                      turn(chatty, "t-chatty", "Remember that I prefer window seats."))
+
+        async def candidates(who: Caller) -> list[str]:
+            r = await http.get(f"{services['recall']}/v1/memories", headers=who.headers,
+                               params={"status": "candidate"})
+            return [m["content"] for m in r.json()["memories"] if m["scope"].startswith("session")]
+
+        async def learned() -> list[str] | None:
+            return await candidates(chatty) or None
+
+        assert await eventually(learned, what="a candidate from the chatty session") == [
+            "I prefer window seats."]
+        assert await candidates(quiet) == []
+
+
+def turn(who: Caller, turn_id: str, message: str) -> bytes:
+    return ConversationTurn(turn_id=turn_id, run_id="run-1", token=who.token,
+                            user_message=message, completed_at=datetime.now(UTC),
+                            scope="session").model_dump_json().encode()
+
+
+async def publish(bootstrap: str, *turns: bytes) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for value in turns:
+            await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
+    finally:
+        await producer.stop()
