@@ -23,8 +23,13 @@ MAX_LINK_KINDS = 16
 RESERVED_LINK_KINDS = frozenset({"supersedes"})
 # A pending proposal expires this long after it was made (seed 004).
 PROPOSAL_DAYS = 30
+# A promotion or a fork copies at most this many memories in one command.
+MAX_COPIES = 1000
 
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
+# What a promotion copies from a session into its agent's memory: lasting experience
+# (seed 002).
+LASTING_KINDS: tuple[Kind, ...] = ("procedure", "preference", "decision")
 ScopeChoice = Literal["private", "shared", "agent", "session", "project"]
 
 
@@ -195,6 +200,23 @@ class WithdrawProposal(ProposalCommand):
     """Take back a proposal you made."""
 
 
+class PromoteSession(Command):
+    """Copy the lasting memories of the token's session into its agent's memory (seed 002:
+    "the lasting entries of its Session memory become its Agent memory"). A key the agent
+    holds already gets the session's text as a new revision; text the agent holds or
+    forgot is not copied again."""
+
+    scope: Literal["agent"] = "agent"
+    kinds: tuple[Kind, ...] = Field(default=LASTING_KINDS, min_length=1)
+
+
+class ForkSession(Command):
+    """Copy the memory of the session this one forks (the token's ``fork_of``) into this
+    session, as seed 002's Fork takes a copy of its source's learned memory."""
+
+    scope: Literal["session"] = "session"
+
+
 class ClearMemories(Command):
     """Erase every memory of the scope for real, each as ForgetMemory would (the seeds'
     clear-all). Only with explicit confirmation: ``confirm`` must be true."""
@@ -224,5 +246,7 @@ COMMANDS: dict[str, type[Command]] = {
         MergeProposal,
         RejectProposal,
         WithdrawProposal,
+        PromoteSession,
+        ForkSession,
     )
 }

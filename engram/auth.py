@@ -39,6 +39,8 @@ class Principal:
     session: str | None = None
     project: str | None = None
     roles: tuple[str, ...] = field(default=())
+    # The session this token's session was forked from (its memory can be copied in).
+    fork_of: str | None = None
 
     def scope(self, choice: str) -> str:
         """Resolve a scope choice ("private", "shared", …) against this token."""
@@ -140,6 +142,7 @@ class TokenVerifier:
             session=claims.get("session"),
             project=claims.get("project"),
             roles=tuple(claims.get("roles", ())),
+            fork_of=claims.get("fork_of"),
         )
         return principal, float(claims["exp"])
 
@@ -162,6 +165,7 @@ def mint_token(
     project: str | None = None,
     roles: tuple[str, ...] = (),
     ttl_seconds: int = 3600,
+    fork_of: str | None = None,
 ) -> str:
     now = int(time.time())
     claims: dict[str, object] = {
@@ -173,7 +177,12 @@ def mint_token(
         "exp": now + ttl_seconds,
         "roles": list(roles),
     }
-    for name, value in (("agent", agent), ("session", session), ("project", project)):
+    for name, value in (
+        ("agent", agent),
+        ("session", session),
+        ("project", project),
+        ("fork_of", fork_of),
+    ):
         if value:
             claims[name] = value
     return jwt.encode(claims, secret, algorithm="HS256")

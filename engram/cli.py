@@ -100,6 +100,7 @@ def token(
     project: str | None = None,
     role: list[str] = typer.Option([], "--role"),
     ttl: int = 3600,
+    fork_of: str | None = typer.Option(None, help="The session this --session forks."),
 ) -> None:
     """Mint a development token (HS256, the dev secret in the state folder)."""
     print(
@@ -112,6 +113,7 @@ def token(
             project=project,
             roles=tuple(role),
             ttl_seconds=ttl,
+            fork_of=fork_of,
         )
     )
 

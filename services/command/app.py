@@ -19,6 +19,8 @@ from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
+from services.command.adapters.copies import CopySources
+from services.command.adapters.lookups import BatchLookups
 from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
@@ -50,7 +52,8 @@ def create_app(
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
-        retention = Retention(pool)  # shared by the partitions' writers: one cache
+        # Shared by the partitions' writers (one retention cache).
+        lookups = BatchLookups(verifier, LinkTargets(pool), Retention(pool), CopySources(pool))
 
         def make_writer(partition: int) -> PartitionWriter:
             return PartitionWriter(
@@ -64,8 +67,7 @@ def create_app(
                 reply_partitions,
                 settings.checkpoint_every,
                 settings.cached_items,
-                LinkTargets(pool),
-                retention,
+                lookups,
             )
 
         processor = CommandProcessor(

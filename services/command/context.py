@@ -20,6 +20,11 @@ def new_item_id(command_id: str) -> str:
     return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
 
 
+def copy_item_id(command_item_id: str, source_id: str) -> str:
+    """The id of a promotion's or a fork's copy of ``source_id``: deterministic too."""
+    return str(uuid.uuid5(ITEM_NAMESPACE, f"{command_item_id}/{source_id}"))
+
+
 @dataclass(frozen=True)
 class Context:
     scope: str  # resolved from the token, e.g. "member:ana"
@@ -35,3 +40,21 @@ class Context:
     member: str | None = None  # the token's member (an agent acts for one)
     # The org's retention: prior revisions each memory keeps (None: all of them).
     keep_revisions: int | None = None
+    # A promotion's or a fork's source memories, read by the writer, and the session the
+    # token's session forks.
+    copies: tuple[Copy, ...] = ()
+    fork_of: str | None = None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """An active memory of another stream, in plain text, to copy into this one."""
+
+    item_id: str
+    kind: str
+    key: str | None
+    title: str | None
+    content: str
+    pinned: bool
+    tags: tuple[str, ...]
+    sources: tuple[str, ...]

@@ -22,6 +22,7 @@ from contracts.events import (
 )
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context, new_item_id
+from services.command.copies import fork, promote
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -291,4 +292,6 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.MergeProposal: merge,
     c.RejectProposal: reject,
     c.WithdrawProposal: withdraw,
+    c.PromoteSession: promote,
+    c.ForkSession: fork,
 }

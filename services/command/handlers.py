@@ -147,6 +147,16 @@ async def clear(request: Request) -> JSONResponse:
     return await _submit(request, "ClearMemories", await _json(request, optional=True))
 
 
+async def promote(request: Request) -> JSONResponse:
+    """Copy the token's session's lasting memories into its agent's (``kinds`` optional)."""
+    return await _submit(request, "PromoteSession", await _json(request, optional=True))
+
+
+async def fork(request: Request) -> JSONResponse:
+    """Copy the memory of the session the token's session forks into it."""
+    return await _submit(request, "ForkSession", await _json(request, optional=True))
+
+
 async def any_command(request: Request) -> JSONResponse:
     try:
         body = CommandRequest.model_validate(await _json(request))
@@ -169,6 +179,8 @@ routes = [
     Route("/v1/memories/{item_id}/{action}", item_action, methods=["POST"]),
     Route("/v1/memories/{item_id}", forget, methods=["DELETE"]),
     Route("/v1/proposals/{proposal_id}/{action}", proposal_action, methods=["POST"]),
+    Route("/v1/session/promote", promote, methods=["POST"]),
+    Route("/v1/session/fork", fork, methods=["POST"]),
     Route("/v1/commands", any_command, methods=["POST"]),
 ]
 

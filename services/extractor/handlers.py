@@ -100,7 +100,7 @@ class TurnExtractor:
         if await conn.fetchval(Q["turn_method"], org, turn.turn_id) is not None:
             return _skip("already_handled", turn)
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
-        if principal.session and not await _generates(conn, org, principal.session):
+        if principal.session and not await _generates(conn, principal):
             return _skip("generate_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from.
         if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
@@ -122,10 +122,10 @@ class TurnExtractor:
         return "ai", select(found, message), None
 
 
-async def _generates(conn: asyncpg.Connection, org: str, session: str) -> bool:
+async def _generates(conn: asyncpg.Connection, p: Principal) -> bool:
     try:
         async with conn.transaction():  # a savepoint: a failure here spoils no batch
-            return bool(await conn.fetchval(Q["generate"], org, session))
+            return bool(await conn.fetchval(Q["generate"], p.org, p.session, p.fork_of))
     except asyncpg.UndefinedFunctionError:  # recall's migrations have not run: all on
         return True
 

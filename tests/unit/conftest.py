@@ -24,11 +24,11 @@ def unseal(sealed: Sealed) -> str:
 def make_context(scope: str = "member:ana", is_agent: bool = False,
                  is_admin: bool = False, targets: frozenset[str] = frozenset(),
                  member: str = "ana", now: datetime | None = None,
-                 keep_revisions: int | None = None) -> Context:
+                 keep_revisions: int | None = None, fork_of: str | None = None) -> Context:
     counter = itertools.count(1)
     prefix = next(_ids)
     return Context(scope=scope, is_agent=is_agent, now=now or datetime(2026, 1, 1, tzinfo=UTC),
                    new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
                    content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
                    is_admin=is_admin, targets=targets, member=member,
-                   keep_revisions=keep_revisions)
+                   keep_revisions=keep_revisions, fork_of=fork_of)

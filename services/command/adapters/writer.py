@@ -26,7 +26,14 @@ from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.commands import COMMANDS, ClearMemories, Command, ForgetMemory
+from contracts.commands import (
+    COMMANDS,
+    ClearMemories,
+    Command,
+    ForgetMemory,
+    ForkSession,
+    PromoteSession,
+)
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
@@ -34,9 +41,9 @@ from engram.crypto import SENSITIVE_FIELDS, KeyMissingError, open_payload, seal,
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
+from services.command.adapters.lookups import BatchLookups, Lookups
 from services.command.adapters.restore import Restorer
-from services.command.adapters.retention import Retention
-from services.command.adapters.targets import LinkTargets, Target
+from services.command.context import copy_item_id
 from services.command.core import Context, decide, new_item_id
 from services.command.errors import (
     DomainError,
@@ -56,15 +63,6 @@ class Cleanup:
 
     shred: list[str] = field(default_factory=list)
     discard: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Lookups:
-    """What a batch's decisions need from outside the stream: link targets of other
-    streams, and each org's revision retention."""
-
-    targets: dict[str, Target]
-    keep_revisions: dict[str, int | None]
 
 
 class NotApplied(Exception):
@@ -110,12 +108,10 @@ class PartitionWriter:
         reply_partitions: int,
         checkpoint_every: int = 5000,
         cached_items: int = 100_000,
-        targets: LinkTargets | None = None,
-        retention: Retention | None = None,
+        lookups: BatchLookups | None = None,
     ) -> None:
         self.partition = partition
-        self._targets = targets
-        self._retention = retention
+        self._lookups = lookups
         self._group_id = group_id
         self._keys = keystore
         self._verifier = verifier
@@ -185,8 +181,11 @@ class PartitionWriter:
         self._sent, self._answers = [], []
         try:
             await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
-            keys = await self._prepare_keys(decoded)
-            looked_up = Lookups(await self._find_targets(decoded), await self._keep(decoded))
+            envelopes = [d.envelope for d in decoded if d.envelope is not None]
+            looked_up = (
+                await self._lookups.gather(envelopes, self.states) if self._lookups else Lookups()
+            )
+            keys = await self._prepare_keys(decoded, looked_up)
             t1 = time.perf_counter()
             async with self._producer.transaction():
                 for d in decoded:
@@ -238,7 +237,7 @@ class PartitionWriter:
         except ValidationError as exc:
             return Decoded(record, poison=f"undecodable command envelope: {exc}")
 
-    async def _prepare_keys(self, decoded: list[Decoded]) -> dict[str, bytes]:
+    async def _prepare_keys(self, decoded: list[Decoded], looked_up: Lookups) -> dict[str, bytes]:
         """Fetch or create every data key the batch may seal with, in two round trips."""
         new: list[tuple[str, str]] = []
         existing: set[str] = set()
@@ -249,6 +248,13 @@ class PartitionWriter:
             org = env.stream_id.split("/", 1)[0]
             if env.type in ("RememberMemory", "CorrectMemory"):
                 new.append((new_item_id(env.command_id), org))
+            copies = looked_up.copies.get(env.command_id, ())
+            new += [(copy_item_id(new_item_id(env.command_id), s.item_id), org) for s in copies]
+            state = self.states.get(env.stream_id)
+            if state and copies:  # a key the stream holds takes the copy as a revision
+                existing |= {
+                    i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))
+                }
             if isinstance(item_id := env.payload.get("item_id"), str):
                 existing.add(item_id)
             if env.type == "RememberMemory" and isinstance(key := env.payload.get("key"), str):
@@ -258,28 +264,6 @@ class PartitionWriter:
                     existing.add(same.item_id)
             existing |= sealed_key_ids(env.payload)
         return await self._keys.ensure(new, existing)
-
-    async def _find_targets(self, decoded: list[Decoded]) -> dict[str, Target]:
-        """The memories of other streams that the batch's commands link to."""
-        if self._targets is None:
-            return {}
-        wanted: set[str] = set()
-        for d in decoded:
-            if (env := d.envelope) is None:
-                continue
-            ids = env.payload.get("related_ids") or ()
-            if env.type == "LinkMemory":
-                ids = [env.payload.get("target_id")]
-            state = self.states.get(env.stream_id)
-            wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
-        return await self._targets.find(wanted)
-
-    async def _keep(self, decoded: list[Decoded]) -> dict[str, int | None]:
-        """The retention policy of each org in the batch."""
-        if self._retention is None:
-            return {}
-        orgs = {d.envelope.stream_id.split("/", 1)[0] for d in decoded if d.envelope}
-        return await self._retention.keep_revisions(orgs)
 
     async def _handle(
         self, d: Decoded, keys: dict[str, bytes], looked_up: Lookups, cleanup: Cleanup
@@ -327,10 +311,7 @@ class PartitionWriter:
             cleanup.discard.append(new_item_id(env.command_id))
             return
         ids = [await self._append(state, env, principal, e) for e in events]
-        # A clear's answer is its receipt, not the last of the items it forgot.
-        result = (
-            {} if isinstance(cmd, ClearMemories) else dict(state.results.get(env.command_id, {}))
-        )
+        result = _result(cmd, state, env.command_id, events)
         result.update(stream_id=env.stream_id, generation=state.generation, seq=state.seq)
         if isinstance(cmd, ForgetMemory | ClearMemories) or any(
             isinstance(e, MemoryForgotten) for e in events
@@ -398,6 +379,8 @@ class PartitionWriter:
             targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
             member=principal.member,
             keep_revisions=looked_up.keep_revisions.get(principal.org),
+            copies=looked_up.copies.get(env.command_id, ()),
+            fork_of=principal.fork_of,
         )
 
     async def _append(
@@ -457,6 +440,24 @@ class PartitionWriter:
             error=error[:300],
         )
         await self._producer.send(topic, value, key=key)
+
+
+def _result(
+    cmd: Command, state: StreamState, command_id: str, events: list[Event]
+) -> dict[str, Any]:
+    """The answer: the state of the item the command changed. A clear's is its receipt
+    (below), not the last item it forgot; a promotion's or a fork's, each item it wrote."""
+    if isinstance(cmd, ClearMemories):
+        return {}
+    if isinstance(cmd, PromoteSession | ForkSession):
+        written = dict.fromkeys(e.item_id for e in events)
+        return {
+            "copied": [
+                {"item_id": i, "revision": state.items[i].revision, "key": state.items[i].key}
+                for i in written
+            ]
+        }
+    return dict(state.results.get(command_id, {}))
 
 
 def forget_receipt(events: list[Event]) -> dict[str, Any]:

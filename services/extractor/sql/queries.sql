@@ -28,5 +28,5 @@ ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true
 
 -- name: generate
 -- The session's `generate` switch as it applies (recall's session switches: its own,
--- else the org's default, else on).
-SELECT generate FROM recall.session_switches($1, $2)
+-- else its fork source's, else the org's default, else on).
+SELECT generate FROM recall.session_switches($1, $2, $3)

@@ -254,7 +254,7 @@ class RecallStore:
     async def session_switches(self, p: Principal, session: str) -> asyncpg.Record:
         """(use, generate, use_set, generate_set) of the session, as they apply."""
         async with as_principal(self._pool, p) as conn:
-            row = await conn.fetchrow(Q["session_switches"], p.org, session)
+            row = await conn.fetchrow(Q["session_switches"], p.org, session, p.fork_of)
         assert row is not None  # the function always answers one row
         return row
 

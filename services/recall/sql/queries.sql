@@ -115,7 +115,7 @@ ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.m
 RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate
 
 -- name: session_switches
-SELECT * FROM recall.session_switches($1, $2)
+SELECT * FROM recall.session_switches($1, $2, $3)
 
 -- name: configure_session
 -- $3/$5: whether the request names `use`/`generate` (a name with NULL follows the org).

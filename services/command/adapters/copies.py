@@ -1,0 +1,45 @@
+"""The source memories of a promotion or a fork, read from the read model.
+
+The source is another stream (the token's session, or the session it forks), perhaps
+another partition's, so the writer reads its active memories, in plain text, from
+``memory.items`` before deciding: newest first, at most one more than a command may copy
+(so that ``decide`` can refuse a source that holds too many)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import asyncpg
+
+from contracts.commands import MAX_COPIES
+from services.command.context import Copy
+
+
+class CopySources:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def active(self, stream_ids: Collection[str]) -> dict[str, tuple[Copy, ...]]:
+        found: dict[str, tuple[Copy, ...]] = {}
+        for stream_id in stream_ids:
+            rows = await self._pool.fetch(
+                "SELECT item_id, kind, key, title, content, pinned, tags, sources "
+                "FROM memory.items WHERE stream_id = $1 AND status = 'active' "
+                "AND content IS NOT NULL ORDER BY updated_at DESC, item_id LIMIT $2",
+                stream_id,
+                MAX_COPIES + 1,
+            )
+            found[stream_id] = tuple(
+                Copy(
+                    item_id=r["item_id"],
+                    kind=r["kind"],
+                    key=r["key"],
+                    title=r["title"],
+                    content=r["content"],
+                    pinned=r["pinned"],
+                    tags=tuple(r["tags"]),
+                    sources=tuple(r["sources"]),
+                )
+                for r in rows
+            )
+        return found

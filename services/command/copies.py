@@ -1,0 +1,80 @@
+"""Promotion and fork (seed 002): another stream's memories copied into this one.
+
+The writer reads the source's active memories from the read model (another stream may be
+another partition's) and passes them in (``Context.copies``); each copy is sealed under
+its own new key like any saved text. A key this stream holds already takes the source's
+text as a new revision; text it holds, or forgot, is not copied again, so promoting twice
+copies nothing the second time."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from contracts import commands as c
+from contracts.events import Event, MemoryRemembered
+from services.command.context import Context, Copy, copy_item_id
+from services.command.errors import Forbidden, InvalidCommand
+from services.command.rules import new_revision
+from services.command.state import StreamState
+
+
+def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
+    return copy_into(state, ctx, kinds=cmd.kinds)
+
+
+def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
+    if ctx.fork_of is None:
+        raise InvalidCommand("this token's session forks no session (its fork_of claim)")
+    if state.seq:
+        raise Forbidden(
+            f"{state.stream_id} has a history already: a fork copies into a new session"
+        )
+    return copy_into(state, ctx, kinds=None)
+
+
+def copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) -> list[Event]:
+    if len(ctx.copies) > c.MAX_COPIES:
+        raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
+    held = {
+        item.current.content_hash
+        for item in state.items.values()
+        if item.status == "active" and item.revisions
+    }
+    events: list[Event] = []
+    keys_done: set[str] = set()
+    base_id = ctx.new_item_id()  # the command's own: each copy's id derives from it
+    for source in ctx.copies:
+        digest = ctx.content_hash(source.content)
+        if (kinds is not None and source.kind not in kinds) or digest in held:
+            continue
+        if digest in state.forgotten_hashes:  # never brings forgotten text back
+            continue
+        if source.key in keys_done:
+            continue  # one key holds one fact: the source's first (newest) wins
+        if source.key:
+            keys_done.add(source.key)
+        held.add(digest)
+        same_key = state.active_by_key(source.key) if source.key else None
+        if same_key is not None:
+            events.append(new_revision(same_key, source.content, source.title, ctx, "corrected"))
+        else:
+            events.append(_copied(source, copy_item_id(base_id, source.item_id), digest, ctx))
+    return events
+
+
+def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryRemembered:
+    return MemoryRemembered(
+        item_id=item_id,
+        scope=ctx.scope,
+        kind=source.kind,
+        status="active",
+        content=ctx.seal(item_id, source.content),
+        title=ctx.seal(item_id, source.title) if source.title else None,
+        key=source.key,
+        pinned=source.pinned,
+        tags=source.tags,
+        sources=(source.item_id, *source.sources)[:32],
+        content_hash=digest,
+        content_length=len(source.content),
+        author=ctx.member,
+    )

@@ -1,0 +1,85 @@
+"""Promotion and fork (seed 002) through the services: a subagent's session memory, its
+lasting entries promoted into its agent's memory; a fork of the session takes a copy of
+its memory and keeps its switches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+class Api:
+    def __init__(self, http: httpx.AsyncClient, services: dict[str, str]) -> None:
+        self.http, self.command, self.recall = http, services["command"], services["recall"]
+
+    async def remember(self, who: Caller, text: str, kind: str, **kw: Any) -> str:
+        r = await self.http.post(f"{self.command}/v1/memories", headers=who.headers, json={
+            "content": text, "kind": kind, "scope": "session",
+            "user_message": f"Remember this: {text}", **kw})
+        assert r.status_code == 201 and r.json()["status"] == "active", r.text
+        return str(r.json()["item_id"])
+
+    async def memories(self, who: Caller, scope: str) -> dict[str, dict[str, Any]]:
+        r = await self.http.get(f"{self.recall}/v1/memories", headers=who.headers,
+                                params={"limit": 100})
+        return {m["content"]: m for m in r.json()["memories"] if m["scope"] == scope}
+
+    async def until(self, who: Caller, scope: str, count: int) -> dict[str, dict[str, Any]]:
+        async def probe() -> dict[str, dict[str, Any]] | None:
+            found = await self.memories(who, scope)
+            return found if len(found) == count else None
+
+        return await eventually(probe, what=f"{count} memories in {scope}")
+
+
+async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all(
+        services: dict[str, str]) -> None:
+    sub = caller(agent="helper", session="sub-1")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        source = await api.remember(sub, "Run the tests before you report.", "procedure",
+                                    key="tests-first")
+        await api.remember(sub, "The build for ticket 42 is red.", "fact")
+        await api.until(sub, "session:sub-1", 2)
+
+        promoted = await http.post(f"{api.command}/v1/session/promote", headers=sub.headers)
+        assert promoted.status_code == 200, promoted.text
+        [copied] = promoted.json()["copied"]
+        assert copied["key"] == "tests-first"
+        agent_memory = await api.until(sub, "agent:helper", 1)
+        entry = agent_memory["Run the tests before you report."]
+        assert (entry["kind"], entry["key"]) == ("procedure", "tests-first")
+        again = await http.post(f"{api.command}/v1/session/promote", headers=sub.headers)
+        assert again.json()["copied"] == []  # held already: nothing twice
+
+        # The parent session turned learning off; a fork of it keeps that, and its memory.
+        r = await http.put(f"{api.recall}/v1/session", headers=sub.headers,
+                           json={"generate": False})
+        assert r.status_code == 200
+        fork = caller(org=sub.org, member=sub.member, agent="helper", session="sub-2",
+                      fork_of="sub-1")
+        forked = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
+        assert forked.status_code == 200, forked.text
+        assert len(forked.json()["copied"]) == 2
+        copies = await api.until(fork, "session:sub-2", 2)
+        copy_id = copies["Run the tests before you report."]["item_id"]
+        got = await http.get(f"{api.recall}/v1/memories/{copy_id}", headers=fork.headers)
+        assert got.json()["sources"][0] == source  # each copy names what it copies
+        view = await http.get(f"{api.recall}/v1/session", headers=fork.headers)
+        assert view.json()["settings"] == {"use": True, "generate": False}
+        assert view.json()["overrides"]["generate"] is False
+
+        twice = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
+        assert (twice.status_code, twice.json()["code"]) == (403, "forbidden")
+        plain = caller(org=sub.org, session="sub-3")
+        refused = await http.post(f"{api.command}/v1/session/fork", headers=plain.headers)
+        assert (refused.status_code, refused.json()["code"]) == (422, "invalid")
+        no_agent = await http.post(f"{api.command}/v1/session/promote", headers=plain.headers)
+        assert (no_agent.status_code, no_agent.json()["code"]) == (403, "forbidden")

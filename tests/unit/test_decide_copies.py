@@ -1,0 +1,82 @@
+"""Promotion and fork (seed 002): another stream's memories copied in, sealed anew, once."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import commands as c
+from contracts.events import Event, MemoryRemembered, MemoryRevised
+from services.command.context import Context, Copy
+from services.command.core import decide
+from services.command.errors import Forbidden, InvalidCommand
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context, unseal
+
+
+def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
+    events = decide(state, cmd, ctx)
+    for event in events:
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
+    return events
+
+
+def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None) -> Copy:
+    return Copy(item_id=item_id, kind=kind, key=key, title=None, content=content,
+                pinned=False, tags=("ci",), sources=("turn-7",))
+
+
+def with_copies(*copies: Copy, **kw: object) -> Context:
+    base = make_context(scope="agent:helper", **kw)  # type: ignore[arg-type]
+    return Context(**{**base.__dict__, "copies": copies})
+
+
+def test_a_promotion_copies_the_lasting_memories_once() -> None:
+    state = StreamState("acme/agent:helper")
+    ctx = with_copies(copy("s1", "Run the tests first."), copy("s2", "The build is red.", "fact"),
+                      copy("s3", "Ana likes short answers.", "preference"))
+    made = run(state, c.PromoteSession(), ctx)
+    assert [type(e) for e in made] == [MemoryRemembered, MemoryRemembered]
+    first = made[0]
+    assert isinstance(first, MemoryRemembered)
+    assert len({e.item_id for e in made} | {"s1", "s3"}) == 4  # new ids, one per copy
+    assert (unseal(first.content), first.kind, first.sources, first.author) == (
+        "Run the tests first.", "procedure", ("s1", "turn-7"), "ana")
+    assert run(state, c.PromoteSession(), with_copies(*ctx.copies)) == []  # held already
+
+
+def test_a_key_the_agent_holds_takes_the_sessions_text_as_a_revision() -> None:
+    state = StreamState("acme/agent:helper")
+    run(state, c.RememberMemory(content="Tests: the unit ones.", kind="procedure",
+                                key="tests"), make_context(scope="agent:helper"))
+    [revised] = run(state, c.PromoteSession(),
+                    with_copies(copy("s1", "Tests: all of them.", key="tests"),
+                                copy("s0", "Tests: older text.", key="tests")))
+    assert isinstance(revised, MemoryRevised) and unseal(revised.content) == "Tests: all of them."
+
+
+def test_forgotten_text_is_not_copied_back() -> None:
+    state = StreamState("acme/agent:helper")
+    [saved] = run(state, c.RememberMemory(content="Deploy on Fridays.", kind="decision"),
+                  make_context(scope="agent:helper"))
+    run(state, c.ForgetMemory(item_id=saved.item_id, scope="agent"),
+        make_context(scope="agent:helper"))
+    assert run(state, c.PromoteSession(),
+               with_copies(copy("s1", "Deploy on Fridays.", "decision"))) == []
+
+
+def test_a_fork_copies_everything_into_a_new_session_only() -> None:
+    state = StreamState("acme/session:b")
+    with pytest.raises(InvalidCommand, match="forks no session"):
+        run(state, c.ForkSession(), with_copies(copy("s1", "x")))
+    made = run(state, c.ForkSession(), with_copies(copy("s1", "Budget: 1500 EUR.", "fact"),
+                                                   copy("s2", "Call me Ana.", "preference"),
+                                                   fork_of="a"))
+    assert len(made) == 2
+    with pytest.raises(Forbidden, match="history already"):
+        run(state, c.ForkSession(), with_copies(copy("s3", "y"), fork_of="a"))
+
+
+def test_a_source_with_too_many_memories_is_refused() -> None:
+    many = [copy(f"s{n}", f"step {n}") for n in range(c.MAX_COPIES + 1)]
+    with pytest.raises(InvalidCommand, match="more than 1000"):
+        run(StreamState("acme/agent:helper"), c.PromoteSession(), with_copies(*many))
