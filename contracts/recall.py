@@ -16,6 +16,8 @@ class RecallRequest(BaseModel):
     query: str = Field(max_length=20_000)
     run_id: str | None = Field(default=None, max_length=200)
     use_memory: bool = True  # a run can turn memory off: nothing supplied, nothing recorded
+    # A preview of what a run would be given (seed 001's composer): nothing is recorded.
+    preview: bool = False
     policy: Policy | None = None
     max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)
@@ -253,3 +255,23 @@ class ConfigureSession(BaseModel):
 
     use: bool | None = None
     generate: bool | None = None
+
+
+class UsedIn(BaseModel):
+    """A memory context (a run's packet) that gave the memory, and at which revision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: str
+    run_id: str | None
+    query: str
+    revision: int
+    why: list[str]
+    created_at: datetime
+
+
+class ContextsResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    contexts: list[UsedIn]  # newest first; the caller's own runs

@@ -37,6 +37,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "RevisionsResponse": recall.RevisionsResponse,
         "ChangesResponse": recall.ChangesResponse,
         "SessionView": recall.SessionView,
+        "ContextsResponse": recall.ContextsResponse,
         "ConfigureSession": recall.ConfigureSession,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}

@@ -17,6 +17,7 @@ from contracts.recall import (
     ConfigureSession,
     ContextEntry,
     ContextResponse,
+    ContextsResponse,
     GenerationResponse,
     Link,
     LinksResponse,
@@ -32,6 +33,7 @@ from contracts.recall import (
     SessionOverrides,
     SessionSwitches,
     SessionView,
+    UsedIn,
 )
 from engram.auth import Principal, ScopeError
 from engram.http import ProblemError, principal_from
@@ -195,6 +197,24 @@ async def get_changes(
         scope=stream_id.split("/", 1)[1],
         version=changes[-1].version if changes else after,
         changes=changes,
+    )
+
+
+@router.get("/v1/memories/{item_id}/contexts")
+async def get_contexts_of(
+    request: Request, item_id: str, limit: int = Query(50, ge=1, le=500)
+) -> ContextsResponse:
+    """The caller's runs that were given this memory, newest first (seed 001)."""
+    app = request.app.state
+    rows = await app.store.contexts_of(principal_from(request, app.verifier), item_id, limit)
+    if rows is None:
+        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+    return ContextsResponse(
+        item_id=item_id,
+        contexts=[
+            UsedIn(**{**dict(r), "context_id": str(r["context_id"]), "why": json.loads(r["why"])})
+            for r in rows
+        ],
     )
 
 

@@ -222,13 +222,17 @@ async def recall(
             )
             for e in packet.entries
         ]
-        context_id = await store.save_context(
-            p,
-            req.run_id,
-            req.query,
-            policy,
-            generation,
-            [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
+        context_id = (
+            None
+            if req.preview  # a preview records nothing
+            else await store.save_context(
+                p,
+                req.run_id,
+                req.query,
+                policy,
+                generation,
+                [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
+            )
         )
         return RecallResponse(
             context_id=context_id,

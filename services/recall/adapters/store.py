@@ -273,6 +273,15 @@ class RecallStore:
                 p.member,
             )
 
+    async def contexts_of(
+        self, p: Principal, item_id: str, limit: int
+    ) -> list[asyncpg.Record] | None:
+        """The caller's contexts that gave the memory; None when it cannot see it."""
+        async with as_principal(self._pool, p) as conn:
+            if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
+                return None
+            return list(await conn.fetch(Q["contexts_of"], p.org, p.member, item_id, limit))
+
     async def changes(
         self, p: Principal, stream_id: str, after: int, limit: int
     ) -> list[asyncpg.Record]:

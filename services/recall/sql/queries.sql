@@ -180,3 +180,14 @@ LEFT JOIN memory.items i ON i.item_id = a.item_id
 WHERE a.stream_id = $1 AND a.seq > $2
 ORDER BY a.seq
 LIMIT $3
+
+-- name: contexts_of
+-- The caller's memory contexts that gave this memory, newest first.
+SELECT c.context_id, c.run_id, c.query, c.created_at, (e ->> 'revision')::int AS revision,
+       e -> 'why' AS why
+FROM recall.memory_contexts c, jsonb_array_elements(c.entries) AS e
+WHERE c.org = $1 AND c.member = $2
+  AND c.entries @> jsonb_build_array(jsonb_build_object('item_id', $3::text))
+  AND e ->> 'item_id' = $3
+ORDER BY c.created_at DESC
+LIMIT $4

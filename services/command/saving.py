@@ -1,0 +1,144 @@
+"""Routes that save text brought in other forms: a legacy MEMORY.md (seed 000), a lesson
+from a thumbs-down (seed 000), recent messages one memory each (seed 004's ingest)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.routing import Route
+
+from contracts import commands as c
+from contracts.envelope import CommandReply
+from engram.http import ProblemError
+from services.command.adapters.writer import json_errors
+from services.command.submit import read_json, send, submit
+
+# A stream's MEMORY.md import is one command id, so that the writer's idempotency record
+# keeps it from ever happening twice (the first answer comes back, marked duplicate).
+_IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
+
+
+async def import_memory_md(request: Request) -> JSONResponse:
+    """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
+    ``{"content": <the file's text>, "scope": ...}``."""
+    body = await read_json(request)
+    payload = {
+        "content": _memory_md(body),
+        "kind": "note",
+        "pinned": True,
+        "title": "Imported MEMORY.md",
+        "sources": ["MEMORY.md"],
+        "scope": body.get("scope", "private"),
+    }
+    return await submit(
+        request,
+        "RememberMemory",
+        payload,
+        created=True,
+        id_per_stream=lambda stream: str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}")),
+    )
+
+
+def _memory_md(body: dict[str, Any]) -> str:
+    """The file's text, or a 422 that says what is wrong with it (the scope is checked as
+    every command's is)."""
+    content = body.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ProblemError(422, "Invalid request", "content: the file's text, not empty", "invalid")
+    if len(content) > c.MAX_CONTENT:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"MEMORY.md holds {len(content)} characters and one memory at most "
+            f"{c.MAX_CONTENT}: shorten it, or save its parts as separate memories",
+            "invalid",
+        )
+    return content
+
+
+async def lesson(request: Request) -> JSONResponse:
+    """A thumbs-down's note kept as a lesson (seed 000): a pinned memory of kind lesson, its
+    source the run that prompted it (``{"note", "run_id", "scope"}``)."""
+    body = await read_json(request)
+    note, run_id = body.get("note"), body.get("run_id")
+    if not isinstance(note, str) or (run_id is not None and not isinstance(run_id, str)):
+        raise ProblemError(
+            422, "Invalid request", "note: the lesson's text; run_id: a string", "invalid"
+        )
+    payload = {"content": note, "kind": "lesson", "pinned": True, "scope": body.get("scope")}
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return await submit(
+        request, "RememberMemory", payload | ({"sources": [run_id]} if run_id else {}), created=True
+    )
+
+
+_INGEST_NAMESPACE = uuid.UUID("9a4f1c2e-7b3d-4e5f-8a6b-1c2d3e4f5a6b")
+MAX_MESSAGES = 50
+
+
+async def ingest(request: Request) -> JSONResponse:
+    """Recent messages saved as memories, one each (seed 004's ingest): ``{"messages":
+    [{"content", "kind"?, "id"?}], "scope"?}``. Every message is checked before any is
+    sent, so a bad one saves nothing; each answer says what became of its message. An
+    ``Idempotency-Key`` makes a retry get the first answers."""
+    body = await read_json(request)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
+        raise ProblemError(
+            422, "Invalid request", f"messages: a list of 1 to {MAX_MESSAGES}", "invalid"
+        )
+    payloads = [_message(i, m, body.get("scope", "private")) for i, m in enumerate(messages)]
+    key = request.headers.get("idempotency-key")
+    ids = [
+        str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) if key else None
+        for i in range(len(payloads))
+    ]
+    sent = await asyncio.gather(
+        *(
+            send(request, "RememberMemory", p, command_id=i)
+            for p, i in zip(payloads, ids, strict=True)
+        )
+    )
+    return JSONResponse({"results": [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]})
+
+
+def _message(index: int, message: Any, scope: Any) -> dict[str, Any]:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+        raise ProblemError(
+            422, "Invalid request", f"messages[{index}]: an object with content", "invalid"
+        )
+    payload = {"content": message["content"], "kind": message.get("kind", "note"), "scope": scope}
+    if isinstance(message.get("id"), str):
+        payload["sources"] = [message["id"]]
+    try:
+        c.RememberMemory.model_validate(payload)
+    except ValidationError as exc:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"messages[{index}] is invalid; nothing was saved",
+            "invalid",
+            index=index,
+            errors=json_errors(exc),
+        ) from exc
+    return payload
+
+
+def _outcome(index: int, reply: CommandReply) -> dict[str, Any]:
+    if reply.ok:
+        return {"index": index, "ok": True, "command_id": reply.command_id, **reply.result}
+    assert reply.rejection is not None
+    r = reply.rejection
+    return {"index": index, "ok": False, "code": r.code, "status": r.status, "detail": r.detail}
+
+
+routes = [
+    Route("/v1/memories/import-memory-md", import_memory_md, methods=["POST"]),
+    Route("/v1/memories/ingest", ingest, methods=["POST"]),
+    Route("/v1/lessons", lesson, methods=["POST"]),
+]

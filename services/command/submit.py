@@ -1,0 +1,153 @@
+"""How an HTTP route submits its command: validate it (a bad request never reaches the
+log), resolve its stream from the token, hand it to this instance's writer or publish it
+sealed, and answer with the writer's reply as JSON or problem+json."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from contracts import commands as c
+from contracts.envelope import CommandEnvelope, CommandReply
+from engram.auth import ScopeError
+from engram.crypto import SENSITIVE_FIELDS, seal_payload
+from engram.http import ProblemError, bearer_token, principal_from
+from engram.keystore import KeyStore
+from services.command.adapters.replies import ReplyTimeout
+from services.command.adapters.writer import json_errors
+from services.command.core import new_item_id
+
+
+async def read_json(request: Request, optional: bool = False) -> dict[str, Any]:
+    raw = await request.body()
+    if optional and not raw:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise ProblemError(
+            422, "Invalid request", f"the body is not JSON: {exc}", "invalid"
+        ) from exc
+    if not isinstance(body, dict):
+        raise ProblemError(422, "Invalid request", "the body must be a JSON object", "invalid")
+    return body
+
+
+async def submit(
+    request: Request,
+    type_: str,
+    payload: dict[str, Any],
+    *,
+    command_id: str | None = None,
+    created: bool = False,
+    id_per_stream: Callable[[str], str] | None = None,
+) -> JSONResponse:
+    """``id_per_stream``: the command's id follows from its stream (a once-only command)."""
+    reply, command = await send(
+        request, type_, payload, command_id=command_id, id_per_stream=id_per_stream
+    )
+    return _response(reply, created, command)
+
+
+async def send(
+    request: Request,
+    type_: str,
+    payload: dict[str, Any],
+    *,
+    command_id: str | None = None,
+    id_per_stream: Callable[[str], str] | None = None,
+) -> tuple[CommandReply, c.Command]:
+    """The writer's reply to the command, and the command as validated."""
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    model = c.COMMANDS.get(type_)
+    if model is None:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            f"unknown command type {type_!r}",
+            "invalid",
+            known=sorted(c.COMMANDS),
+        )
+    try:  # validate here too: a bad request never reaches the log
+        command = model.model_validate(payload)
+        stream = principal.stream(command.scope)
+    except ValidationError as exc:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            "the command is invalid",
+            "invalid",
+            errors=json_errors(exc),
+        ) from exc
+    except ScopeError as exc:
+        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    if id_per_stream is not None:
+        command_id = id_per_stream(stream)
+    command_id = command_id or request.headers.get("idempotency-key") or str(uuid.uuid4())
+    payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
+    envelope = CommandEnvelope(
+        command_id=command_id,
+        type=type_,
+        token=bearer_token(request),
+        stream_id=stream,
+        payload=payload,
+    )
+
+    async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
+        text = await _sealed(app.keystore, principal.org, command, command_id, plain.payload)
+        return plain.model_copy(update={"payload": text})
+
+    try:
+        reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds, sealed)
+    except ReplyTimeout as exc:
+        raise ProblemError(
+            504,
+            "No answer in time",
+            "the writer did not answer in time; retry "
+            "with the same Idempotency-Key to get the first answer",
+            "timeout",
+            command_id=envelope.command_id,
+        ) from exc
+    return reply, command
+
+
+async def _sealed(
+    keystore: KeyStore, org: str, command: c.Command, command_id: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """Seal the person's text before it touches Kafka, so a forget shreds this copy too:
+    text for an existing item goes under that item's key, a new item's under its own."""
+    if not any(isinstance(payload.get(f), str) for f in SENSITIVE_FIELDS):
+        return payload
+    key_id = getattr(command, "item_id", None)
+    keys = await keystore.get_many({key_id}) if key_id else {}
+    if key_id is None or key_id not in keys:
+        key_id = new_item_id(command_id)
+        keys = await keystore.create_many([(key_id, org)])
+        if key_id not in keys:
+            raise ProblemError(
+                410,
+                "Memory forgotten",
+                "this command id belongs to a forgotten memory; send a new one",
+                "forgotten",
+            )
+    return seal_payload(payload, key_id, keys[key_id])
+
+
+def _response(reply: CommandReply, created: bool, command: c.Command) -> JSONResponse:
+    if not reply.ok and reply.rejection is not None:
+        r = reply.rejection
+        extra = dict(r.extra)
+        if r.code == "conflict" and isinstance(text := getattr(command, "content", None), str):
+            extra["content"] = text  # the caller's unsaved text, so nothing is lost
+        raise ProblemError(
+            r.status, r.title, r.detail, r.code, command_id=reply.command_id, **extra
+        )
+    body = {"command_id": reply.command_id, **reply.result, "events": reply.events}
+    status = 201 if created and not reply.result.get("duplicate") else 200
+    return JSONResponse(body, status_code=status)

@@ -1,0 +1,86 @@
+"""Saving in other forms and seeing what used a memory: a lesson from a thumbs-down (seed
+000), recent messages one memory each (seed 004's ingest), a packet's preview that records
+nothing and the runs each memory was given to (seed 001)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]) -> None:
+    ana = caller()
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(f"{command}/v1/lessons", headers=ana.headers,
+                            json={"note": "Answer with the diff first.", "run_id": "run-9"})
+        assert r.status_code == 201, r.text
+        lesson = r.json()["item_id"]
+
+        messages = [{"content": "We ship on Tuesdays.", "id": "m-1"},
+                    {"content": "Ana owns the release notes.", "kind": "fact", "id": "m-2"}]
+        bad = await http.post(f"{command}/v1/memories/ingest", headers=ana.headers,
+                              json={"messages": [*messages, {"content": "x" * 4001}]})
+        assert (bad.status_code, bad.json()["index"]) == (422, 2)  # and nothing saved
+        key = {"Idempotency-Key": f"ingest-{ana.org}", **ana.headers}
+        first = await http.post(f"{command}/v1/memories/ingest", headers=key,
+                                json={"messages": messages})
+        assert first.status_code == 200, first.text
+        results = first.json()["results"]
+        assert [(x["index"], x["ok"], x["status"]) for x in results] == [
+            (0, True, "active"), (1, True, "active")]
+        again = await http.post(f"{command}/v1/memories/ingest", headers=key,
+                                json={"messages": messages})
+        assert [x["item_id"] for x in again.json()["results"]] == [x["item_id"] for x in results]
+        assert all(x["duplicate"] for x in again.json()["results"])
+
+        async def saved() -> dict[str, Any] | None:
+            r = await http.get(f"{recall}/v1/memories", headers=ana.headers)
+            found = {m["content"]: m for m in r.json()["memories"]}
+            return found if len(found) == 3 else None
+
+        found = await eventually(saved, what="the lesson and two messages")
+        assert (found["Answer with the diff first."]["kind"],
+                found["Answer with the diff first."]["pinned"]) == ("lesson", True)
+        got = await http.get(f"{recall}/v1/memories/{lesson}", headers=ana.headers)
+        assert got.json()["sources"] == ["run-9"]
+        assert found["Ana owns the release notes."]["kind"] == "fact"
+
+
+async def test_a_preview_records_nothing_and_a_memory_lists_the_runs_it_was_given_to(
+        services: dict[str, str]) -> None:
+    ana = caller()
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                            json={"content": "The staging database is db-stage-2."})
+        item = r.json()["item_id"]
+
+        async def packet(**body: Any) -> dict[str, Any] | None:
+            r = await http.post(f"{recall}/v1/recall", headers=ana.headers,
+                                json={"query": "which staging database?", **body})
+            found = r.json()
+            return found if [i["id"] for i in found["items"]] == [item] else None
+
+        preview = await eventually(lambda: packet(preview=True), what="a preview with it")
+        assert preview["context_id"] is None
+        used = await http.get(f"{recall}/v1/memories/{item}/contexts", headers=ana.headers)
+        assert used.json()["contexts"] == []
+
+        given = await packet(run_id="run-1")
+        assert given is not None and given["context_id"]
+        used = await http.get(f"{recall}/v1/memories/{item}/contexts", headers=ana.headers)
+        [context] = used.json()["contexts"]
+        assert (context["context_id"], context["run_id"], context["revision"]) == (
+            given["context_id"], "run-1", 1)
+        assert context["why"]
+        other = caller(org=ana.org, member="bob")
+        hidden = await http.get(f"{recall}/v1/memories/{item}/contexts", headers=other.headers)
+        assert hidden.status_code == 404
