@@ -237,7 +237,7 @@ class SessionOverrides(BaseModel):
     generate: bool | None = None
 
 
-class SessionView(BaseModel):
+class SessionResponse(BaseModel):
     """A session's switches as they apply (``settings``) and what it set (``overrides``)."""
 
     model_config = ConfigDict(frozen=True)
@@ -247,7 +247,7 @@ class SessionView(BaseModel):
     overrides: SessionOverrides
 
 
-class ConfigureSession(BaseModel):
+class SessionSwitchesRequest(BaseModel):
     """``PUT /v1/session``: true or false sets a switch for this session, null makes it
     follow the org's default again, a missing field keeps it as it is (seed 002)."""
 

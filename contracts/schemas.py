@@ -36,9 +36,9 @@ def messages() -> dict[str, type[BaseModel]]:
         "ProposalsResponse": recall.ProposalsResponse,
         "RevisionsResponse": recall.RevisionsResponse,
         "ChangesResponse": recall.ChangesResponse,
-        "SessionView": recall.SessionView,
+        "SessionResponse": recall.SessionResponse,
         "ContextsResponse": recall.ContextsResponse,
-        "ConfigureSession": recall.ConfigureSession,
+        "SessionSwitchesRequest": recall.SessionSwitchesRequest,
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}

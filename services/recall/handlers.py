@@ -14,7 +14,6 @@ from contracts.commands import ScopeChoice
 from contracts.recall import (
     Change,
     ChangesResponse,
-    ConfigureSession,
     ContextEntry,
     ContextResponse,
     ContextsResponse,
@@ -31,8 +30,9 @@ from contracts.recall import (
     SearchRequest,
     SearchResponse,
     SessionOverrides,
+    SessionResponse,
     SessionSwitches,
-    SessionView,
+    SessionSwitchesRequest,
     UsedIn,
 )
 from engram.auth import Principal, ScopeError
@@ -140,7 +140,7 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
 
 
 @router.get("/v1/session")
-async def get_session(request: Request) -> SessionView:
+async def get_session(request: Request) -> SessionResponse:
     """The token's session's switches (seed 002): as they apply, and what it set."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
@@ -148,7 +148,7 @@ async def get_session(request: Request) -> SessionView:
 
 
 @router.put("/v1/session")
-async def put_session(request: Request, body: ConfigureSession) -> SessionView:
+async def put_session(request: Request, body: SessionSwitchesRequest) -> SessionResponse:
     app = request.app.state
     principal = principal_from(request, app.verifier)
     session = _session_of(principal)
@@ -165,11 +165,11 @@ def _session_of(principal: Principal) -> str:
     return principal.session
 
 
-async def _session_view(store: RecallStore, principal: Principal) -> SessionView:
+async def _session_view(store: RecallStore, principal: Principal) -> SessionResponse:
     session = _session_of(principal)
     row = await store.session_switches(principal, session)
     overrides = {name: row[name] for name in ("use", "generate") if row[f"{name}_set"]}
-    return SessionView(
+    return SessionResponse(
         session=session,
         settings=SessionSwitches(use=row["use"], generate=row["generate"]),
         overrides=SessionOverrides(**overrides),
