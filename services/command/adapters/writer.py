@@ -467,7 +467,8 @@ def forget_receipt(events: list[Event]) -> dict[str, Any]:
         "where": [
             "keystore: the item's data key is deleted, so every sealed copy in engram.events "
             "is unreadable (crypto-shredding)",
-            "read models: text removed from the item, every revision and every embedding",
+            "read models: text removed from the item, every revision, every proposal on it "
+            "and every embedding; its links removed",
             "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
             "deleted from the broker's disk within minutes of being decided, as every decided "
             "command is",
