@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from contracts import commands as c
 from engram.http import ProblemError
-from services.command.adapters.writer import json_errors
+from services.command.answers import json_errors
 from services.command.saving import routes as saving_routes
 from services.command.submit import read_json, submit
 

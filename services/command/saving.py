@@ -15,7 +15,7 @@ from starlette.routing import Route
 from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.http import ProblemError
-from services.command.adapters.writer import json_errors
+from services.command.answers import json_errors
 from services.command.submit import read_json, send, submit
 
 # A stream's MEMORY.md import is one command id, so that the writer's idempotency record

@@ -19,7 +19,7 @@ from engram.crypto import SENSITIVE_FIELDS, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
 from engram.keystore import KeyStore
 from services.command.adapters.replies import ReplyTimeout
-from services.command.adapters.writer import json_errors
+from services.command.answers import json_errors
 from services.command.core import new_item_id
 
 

@@ -28,11 +28,7 @@ from pydantic import ValidationError
 from contracts import topics
 from contracts.commands import (
     COMMANDS,
-    ClearMemories,
     Command,
-    ForgetMemory,
-    ForkSession,
-    PromoteSession,
 )
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
@@ -43,6 +39,7 @@ from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.lookups import BatchLookups, Lookups
 from services.command.adapters.restore import Restorer
+from services.command.answers import answer, json_errors
 from services.command.context import copy_item_id
 from services.command.core import Context, decide, new_item_id
 from services.command.errors import (
@@ -311,12 +308,7 @@ class PartitionWriter:
             cleanup.discard.append(new_item_id(env.command_id))
             return
         ids = [await self._append(state, env, principal, e) for e in events]
-        result = _result(cmd, state, env.command_id, events)
-        result.update(stream_id=env.stream_id, generation=state.generation, seq=state.seq)
-        if isinstance(cmd, ForgetMemory | ClearMemories) or any(
-            isinstance(e, MemoryForgotten) for e in events
-        ):
-            result["receipt"] = forget_receipt(events)
+        result = answer(cmd, state, env.command_id, events)
         await self._reply(
             d,
             CommandReply(
@@ -440,42 +432,3 @@ class PartitionWriter:
             error=error[:300],
         )
         await self._producer.send(topic, value, key=key)
-
-
-def _result(
-    cmd: Command, state: StreamState, command_id: str, events: list[Event]
-) -> dict[str, Any]:
-    """The answer: the state of the item the command changed. A clear's is its receipt
-    (below), not the last item it forgot; a promotion's or a fork's, each item it wrote."""
-    if isinstance(cmd, ClearMemories):
-        return {}
-    if isinstance(cmd, PromoteSession | ForkSession):
-        written = dict.fromkeys(e.item_id for e in events)
-        return {
-            "copied": [
-                {"item_id": i, "revision": state.items[i].revision, "key": state.items[i].key}
-                for i in written
-            ]
-        }
-    return dict(state.results.get(command_id, {}))
-
-
-def forget_receipt(events: list[Event]) -> dict[str, Any]:
-    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
-    return {
-        "erased": [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten],
-        "where": [
-            "keystore: the item's data key is deleted, so every sealed copy in engram.events "
-            "is unreadable (crypto-shredding)",
-            "read models: text removed from the item, every revision, every proposal on it "
-            "and every embedding; its links removed",
-            "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
-            "deleted from the broker's disk within minutes of being decided, as every decided "
-            "command is",
-        ],
-        "kept": "a content-free tombstone and keyed hashes of the text",
-    }
-
-
-def json_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]

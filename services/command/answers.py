@@ -1,0 +1,65 @@
+"""What the writer answers a decided command with (pure): the changed item's state, a
+clear's or a forget's receipt, a promotion's or a fork's copies; and a validation error's
+details as a caller reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession, PromoteSession
+from contracts.events import Event, MemoryForgotten
+from services.command.state import StreamState
+
+
+def answer(
+    cmd: Command, state: StreamState, command_id: str, events: list[Event]
+) -> dict[str, Any]:
+    """The result of a decided command: the stream's version and generation, with the
+    state of the item it changed; a promotion's or a fork's, each item it wrote; a clear's
+    (or any forget's) receipt, not the last item it forgot."""
+    result = _changed(cmd, state, command_id, events)
+    result.update(stream_id=state.stream_id, generation=state.generation, seq=state.seq)
+    if isinstance(cmd, ForgetMemory | ClearMemories) or any(
+        isinstance(e, MemoryForgotten) for e in events
+    ):
+        result["receipt"] = forget_receipt(events)
+    return result
+
+
+def _changed(
+    cmd: Command, state: StreamState, command_id: str, events: list[Event]
+) -> dict[str, Any]:
+    if isinstance(cmd, ClearMemories):
+        return {}
+    if isinstance(cmd, PromoteSession | ForkSession):
+        written = dict.fromkeys(e.item_id for e in events)
+        return {
+            "copied": [
+                {"item_id": i, "revision": state.items[i].revision, "key": state.items[i].key}
+                for i in written
+            ]
+        }
+    return dict(state.results.get(command_id, {}))
+
+
+def forget_receipt(events: list[Event]) -> dict[str, Any]:
+    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
+    return {
+        "erased": [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten],
+        "where": [
+            "keystore: the item's data key is deleted, so every sealed copy in engram.events "
+            "is unreadable (crypto-shredding)",
+            "read models: text removed from the item, every revision, every proposal on it "
+            "and every embedding; its links removed",
+            "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
+            "deleted from the broker's disk within minutes of being decided, as every decided "
+            "command is",
+        ],
+        "kept": "a content-free tombstone and keyed hashes of the text",
+    }
+
+
+def json_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
