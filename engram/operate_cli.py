@@ -4,6 +4,7 @@ engram lag                 how far behind each consumer is
 engram dlq list | redrive  the dead letters; publish one again
 engram prune-commands      delete decided commands from engram.commands now
 engram import-memory-md    import a legacy MEMORY.md once, as a pinned note
+engram mcp                 serve the memory tools to an agent over MCP (stdio)
 """
 
 from __future__ import annotations
@@ -26,6 +27,19 @@ def register(app: typer.Typer) -> None:
     app.add_typer(dlq_app, name="dlq")
     app.command("prune-commands")(prune_commands)
     app.command("import-memory-md")(import_memory_md)
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    token: str = typer.Option(..., envvar="ENGRAM_TOKEN", help="The agent's bearer token."),
+    command_url: str = typer.Option("http://127.0.0.1:8081", envvar="ENGRAM_COMMAND_URL"),
+    recall_url: str = typer.Option("http://127.0.0.1:8085", envvar="ENGRAM_RECALL_URL"),
+) -> None:
+    """Serve Engram's memory tools (memory__remember, memory__search, …) over MCP on stdin
+    and stdout, acting with the token: what an agent runtime launches as its memory."""
+    from engram.mcp_tools import build_server
+
+    build_server(token, command_url, recall_url).run("stdio")
 
 
 def prune_commands(

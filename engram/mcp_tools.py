@@ -1,0 +1,234 @@
+"""Engram as MCP tools (seed 004's surface: ``memory__remember``, ``memory__search`` …) for
+agent workers: a thin client of the command and recall services' HTTP APIs, acting with
+one bearer token, so every rule (scopes, confirmation, proposals, forgetting) is theirs.
+
+``engram mcp --token T`` (``engram/operate_cli.py``) serves the tools over stdio, as agent
+runtimes launch an MCP server; ``build_server`` makes the same server for tests and other
+transports. A service's problem+json answer becomes the tool's error, with its code and
+detail."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import httpx
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+Scope = Literal["private", "shared", "agent", "session", "project"]
+Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
+# A memory's scope as stored (``member:ana``) -> the choice a command names.
+_CHOICE = {
+    "member": "private",
+    "shared": "shared",
+    "agent": "agent",
+    "session": "session",
+    "project": "project",
+}
+
+
+class Engram:
+    """The two services, called with the token; their problems raised as tool errors."""
+
+    def __init__(self, token: str, command_url: str, recall_url: str, timeout: float) -> None:
+        self._http = httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+        )
+        self._command, self._recall = command_url.rstrip("/"), recall_url.rstrip("/")
+
+    async def command(self, path: str, body: dict[str, Any], method: str = "POST") -> Any:
+        return await self._call(method, f"{self._command}{path}", json=body)
+
+    async def recall(
+        self, path: str, params: dict[str, Any] | None = None, body: dict[str, Any] | None = None
+    ) -> Any:
+        method = "POST" if body is not None else "GET"
+        return await self._call(method, f"{self._recall}{path}", params=params, json=body)
+
+    async def scope_of(self, item_id: str) -> tuple[str, int]:
+        """The scope choice and the current revision of a memory the caller can see."""
+        item = await self.recall(f"/v1/memories/{item_id}")
+        return _CHOICE[item["scope"].split(":", 1)[0]], int(item["revision"])
+
+    async def _call(self, method: str, url: str, **kw: Any) -> Any:
+        kw = {k: v for k, v in kw.items() if v is not None}
+        try:
+            r = await self._http.request(method, url, **kw)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"Engram is not reachable at {url}: {exc}") from exc
+        if r.status_code >= 400:
+            raise EngramProblem(r)
+        return r.json()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class EngramProblem(ToolError):
+    """A service refused the call: its problem's code and detail."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = {"code": str(response.status_code), "detail": response.text[:300]}
+        self.code = str(problem.get("code", response.status_code))
+        self.problem = problem
+        super().__init__(f"{self.code}: {problem.get('detail', '')}")
+
+
+def build_server(
+    token: str,
+    command_url: str = "http://127.0.0.1:8081",
+    recall_url: str = "http://127.0.0.1:8085",
+    timeout: float = 30.0,
+) -> MCPServer:
+    api = Engram(token, command_url, recall_url, timeout)
+    server = MCPServer(
+        "engram",
+        instructions="Long-term memory: remember durable facts, preferences and decisions; "
+        "search before acting; correct or forget what is wrong.",
+    )
+
+    @server.tool(name="memory__remember")
+    async def remember(
+        content: str,
+        kind: Kind = "note",
+        scope: Scope = "private",
+        title: str | None = None,
+        key: str | None = None,
+        pinned: bool = False,
+        related_ids: list[str] | None = None,
+        user_message: str | None = None,
+    ) -> dict[str, Any]:
+        """Save one concise fact, preference, or decision (at most 4,000 characters)."""
+        body = {
+            "content": content,
+            "kind": kind,
+            "scope": scope,
+            "title": title,
+            "key": key,
+            "pinned": pinned,
+            "related_ids": related_ids,
+            "user_message": user_message,
+        }
+        return dict(await api.command("/v1/memories", _present(body)))
+
+    @server.tool(name="memory__search")
+    async def search(query: str, limit: int = 10) -> dict[str, Any]:
+        """Find memories relevant to the current task."""
+        return dict(await api.recall("/v1/search", body={"query": query, "limit": limit}))
+
+    @server.tool(name="memory__get")
+    async def get(id: str) -> dict[str, Any]:
+        """Read one memory in full by ID."""
+        return dict(await api.recall(f"/v1/memories/{id}"))
+
+    @server.tool(name="memory__list")
+    async def list_memories(limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
+        """List memories newest first, a page at a time (pass the answer's next)."""
+        return dict(await api.recall("/v1/memories", {"limit": limit, "cursor": cursor}))
+
+    @server.tool(name="memory__ingest")
+    async def ingest(messages: list[str], scope: Scope = "private") -> dict[str, Any]:
+        """Save recent messages as memories, one memory per message."""
+        body = {"messages": [{"content": m} for m in messages], "scope": scope}
+        return dict(await api.command("/v1/memories/ingest", body))
+
+    @server.tool(name="memory__update")
+    async def update(id: str, content: str, reason: str | None = None) -> dict[str, Any]:
+        """Correct an existing memory by ID, or, for a teammate's, propose the correction."""
+        scope, revision = await api.scope_of(id)
+        body = {"content": content, "base_revision": revision, "scope": scope}
+        return await _or_propose(api, id, "correct", body, reason)
+
+    @server.tool(name="memory__delete")
+    async def delete(id: str) -> dict[str, Any]:
+        """Remove one of your memories for good (its text leaves every copy)."""
+        scope, _ = await api.scope_of(id)
+        return dict(await api.command(f"/v1/memories/{id}/forget", {"scope": scope}))
+
+    @server.tool(name="memory__clear_all")
+    async def clear_all(confirm: bool, scope: Scope = "private") -> dict[str, Any]:
+        """Delete all memory of one scope; only with confirm=true."""
+        return dict(await api.command("/v1/memories/clear", {"confirm": confirm, "scope": scope}))
+
+    @server.tool(name="memory__link")
+    async def link(
+        id: str, target_id: str, kind: str = "related", weight: float | None = None
+    ) -> dict[str, Any]:
+        """Link one of your memories to another one you can see."""
+        scope, _ = await api.scope_of(id)
+        body = {"target_id": target_id, "kind": kind, "weight": weight, "scope": scope}
+        return dict(await api.command(f"/v1/memories/{id}/link", _present(body)))
+
+    @server.tool(name="memory__unlink")
+    async def unlink(id: str, target_id: str, kind: str = "related") -> dict[str, Any]:
+        """Remove one of those links."""
+        scope, _ = await api.scope_of(id)
+        body = {"target_id": target_id, "kind": kind, "scope": scope}
+        return dict(await api.command(f"/v1/memories/{id}/unlink", body))
+
+    @server.tool(name="memory__list_links")
+    async def list_links(
+        id: str, direction: Literal["out", "in", "both"] = "both"
+    ) -> dict[str, Any]:
+        """List a memory's links, outbound or inbound."""
+        return dict(await api.recall(f"/v1/memories/{id}/links", {"direction": direction}))
+
+    @server.tool(name="memory__archive")
+    async def archive(
+        id: str, superseded_by: str | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Retire a stale memory, naming the one that supersedes it."""
+        scope, _ = await api.scope_of(id)
+        body = _present({"superseded_by": superseded_by, "scope": scope})
+        return await _or_propose(api, id, "archive", body, reason)
+
+    @server.tool(name="memory__restore")
+    async def restore(id: str, reason: str | None = None) -> dict[str, Any]:
+        """Bring an archived memory back."""
+        scope, _ = await api.scope_of(id)
+        return await _or_propose(api, id, "unarchive", {"scope": scope}, reason)
+
+    @server.tool(name="memory__list_proposals")
+    async def list_proposals(view: Literal["review", "mine", "all"] = "all") -> dict[str, Any]:
+        """List proposed changes to memories you can see."""
+        return dict(await api.recall("/v1/proposals", {"view": view}))
+
+    @server.tool(name="memory__withdraw_proposal")
+    async def withdraw_proposal(proposal_id: str) -> dict[str, Any]:
+        """Take back a proposal you made."""
+        return dict(await api.command(f"/v1/proposals/{proposal_id}/withdraw", {}))
+
+    return server
+
+
+async def _or_propose(
+    api: Engram, item_id: str, change: str, body: dict[str, Any], reason: str | None
+) -> dict[str, Any]:
+    """Change the memory at once, or, when it is a teammate's, propose the change with the
+    reason: the answer then says ``status: proposed`` (seed 004)."""
+    action = {"correct": "correct", "archive": "archive", "unarchive": "unarchive"}[change]
+    try:
+        return dict(await api.command(f"/v1/memories/{item_id}/{action}", body))
+    except EngramProblem as problem:
+        if problem.code != "proposal_required":
+            raise
+    if not reason:
+        raise ToolError(f"memory {item_id} is a teammate's: give a reason to propose the change")
+    _, revision = await api.scope_of(item_id)
+    proposal = {
+        "change": change,
+        "base_revision": revision,
+        "reason": reason,
+        "scope": "shared",
+        "content": body.get("content"),
+        "superseded_by": body.get("superseded_by"),
+    }
+    answer = await api.command(f"/v1/memories/{item_id}/propose", _present(proposal))
+    return {**answer, "status": "proposed"}  # the memory itself is unchanged
+
+
+def _present(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}

@@ -1,0 +1,89 @@
+"""Engram's memory tools over MCP (seed 004's surface) against the running services: the
+server in process through the SDK's client, and `engram mcp` as an agent runtime would
+launch it, over stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from engram.mcp_tools import build_server
+from tests.conftest import caller
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+TOOLS = {"memory__remember", "memory__search", "memory__get", "memory__list", "memory__ingest",
+         "memory__update", "memory__delete", "memory__clear_all", "memory__link",
+         "memory__unlink", "memory__list_links", "memory__archive", "memory__restore",
+         "memory__list_proposals", "memory__withdraw_proposal"}
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def test_the_tools_remember_search_correct_link_and_forget(
+        services: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    async with Client(build_server(ana.token, services["command"], services["recall"])) as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+        saved = await call(mcp, "memory__remember", content="The deploy window is Tuesday 10:00.",
+                           kind="decision", scope="shared")
+        item = saved["item_id"]
+        other = (await call(mcp, "memory__remember", content="Deploys need a green build."))
+
+        async def found() -> bool:
+            hits = (await call(mcp, "memory__search", query="deploy window"))["memories"]
+            return item in [h["id"] for h in hits]
+
+        await eventually(found, what="the memory in a search")
+        fixed = await call(mcp, "memory__update", id=item,
+                           content="The deploy window is Tuesday 11:00.")
+        assert fixed["revision"] == 2
+        await call(mcp, "memory__link", id=other["item_id"], target_id=item, kind="depends-on")
+
+        async def linked() -> bool:
+            links = (await call(mcp, "memory__list_links", id=item))["links"]
+            return [x["kind"] for x in links] == ["depends-on"]
+
+        await eventually(linked, what="the link")
+        refused = await mcp.call_tool("memory__clear_all", {"confirm": False})
+        assert refused.is_error and "invalid" in str(refused.content)
+        gone = await call(mcp, "memory__delete", id=other["item_id"])
+        assert gone["receipt"]["erased"][0]["item_id"] == other["item_id"]
+
+    # A teammate's memory: memory__update proposes, with a reason, and says so.
+    async with Client(build_server(bob.token, services["command"], services["recall"])) as mcp:
+        no_reason = await mcp.call_tool("memory__update", {"id": item, "content": "Noon."})
+        assert no_reason.is_error and "give a reason" in str(no_reason.content)
+        proposed = await call(mcp, "memory__update", id=item, content="The window is noon.",
+                              reason="moved")
+        assert (proposed["status"], proposed["proposal_status"]) == ("proposed", "pending")
+        withdrawn = await call(mcp, "memory__withdraw_proposal",
+                               proposal_id=proposed["proposal_id"])
+        assert withdrawn["proposal_status"] == "withdrawn"
+
+
+async def test_engram_mcp_serves_the_tools_over_stdio(services: dict[str, str]) -> None:
+    ana = caller()
+    engram = Path(sys.executable).parent / "engram"
+    server = StdioServerParameters(
+        command=str(engram), args=["mcp"],
+        env={**os.environ, "ENGRAM_TOKEN": ana.token,
+             "ENGRAM_COMMAND_URL": services["command"], "ENGRAM_RECALL_URL": services["recall"]})
+    async with Client(server) as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+        saved = await call(mcp, "memory__remember", content="Stdio works.")
+        assert saved["status"] == "active"
+        missing = await mcp.call_tool("memory__get", {"id": "no-such-memory"})
+        assert missing.is_error and "not_found" in str(missing.content)
