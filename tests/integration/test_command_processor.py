@@ -163,9 +163,12 @@ class GatedFailingWriter(GatedWriter):
 
 
 def _values(records: list[Any]) -> list[bytes]:
-    """A Kafka record's value; a handed-over command's id."""
+    """A Kafka record's value; a handed-over command's id. The stack's own pruner may add
+    a roll marker to the partition at any time (no command: left out)."""
     return [
-        r.envelope.command_id.encode() if isinstance(r, Submitted) else r.value for r in records
+        r.envelope.command_id.encode() if isinstance(r, Submitted) else r.value
+        for r in records
+        if isinstance(r, Submitted) or not topics.is_roll_marker(r.headers)
     ]
 
 
@@ -265,7 +268,8 @@ async def _batches(log: dict[str, Any], partition: int, n: int) -> bool:
 
 
 async def _queued(worker: Any, n: int) -> bool:
-    return bool(worker.queued >= n)
+    """At least ``n`` commands wait in the worker's queue (roll markers aside)."""
+    return len(_values(list(worker._queue))) >= n
 
 
 async def _seen_times(log: dict[str, Any], marker: str, n: int) -> bool:
