@@ -38,6 +38,7 @@ from contracts.recall import (
 from engram.auth import Principal, ScopeError
 from engram.http import ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
+from services.recall.core import excerpt
 from services.recall.packets import generation_text, recall, search
 
 router = APIRouter()
@@ -270,15 +271,22 @@ async def list_memories(
     limit: int = Query(20, ge=1, le=100),
     cursor: str | None = None,
 ) -> dict[str, Any]:
-    """Newest first, a page at a time; ``cursor`` is the ``next`` of the previous page."""
+    """Newest first, a page at a time; ``cursor`` is the ``next`` of the previous page. A
+    memory over 1,200 characters comes as its head, marked ``truncated`` with its
+    ``full_length`` (seed 004): ``GET /v1/memories/{id}`` reads it whole."""
     app = request.app.state
     before, before_id = _cursor(cursor)
     rows = await app.store.list_items(
         principal_from(request, app.verifier), [status], before, before_id, limit
     )
-    items = [dict(r) for r in rows]
+    items = [_bounded(dict(r)) for r in rows]
     last = items[-1] if len(items) == limit else None
     return {"memories": items, "next": _encode_cursor(last) if last else None}
+
+
+def _bounded(item: dict[str, Any]) -> dict[str, Any]:
+    cut = excerpt(item["content"] or "", "")  # no query: the head
+    return {**item, "content": cut.text, "truncated": cut.truncated, "full_length": cut.full_length}
 
 
 def _encode_cursor(last: dict[str, Any]) -> str:

@@ -52,6 +52,27 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
         got = await http.get(f"{recall}/v1/memories/{lesson}", headers=ana.headers)
         assert got.json()["sources"] == ["run-9"]
         assert found["Ana owns the release notes."]["kind"] == "fact"
+        assert not found["Ana owns the release notes."]["truncated"]
+
+
+async def test_a_long_memory_is_listed_as_its_head_and_read_whole_by_id(
+        services: dict[str, str]) -> None:
+    ana = caller()
+    text = " ".join(f"Step {n}: check the deploy log for warnings." for n in range(60))
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
+                            json={"content": text})
+        item = r.json()["item_id"]
+
+        async def listed() -> dict[str, Any] | None:
+            r = await http.get(f"{services['recall']}/v1/memories", headers=ana.headers)
+            return r.json()["memories"][0] if r.json()["memories"] else None
+
+        head = await eventually(listed, what="the long memory listed")
+        assert (head["truncated"], head["full_length"]) == (True, len(text))
+        assert len(head["content"]) <= 1200 and text.startswith(head["content"])
+        whole = await http.get(f"{services['recall']}/v1/memories/{item}", headers=ana.headers)
+        assert whole.json()["content"] == text
 
 
 async def test_a_preview_records_nothing_and_a_memory_lists_the_runs_it_was_given_to(
