@@ -121,6 +121,8 @@ async def swap(
                             "swapped: try again"
                         ) from None
                     say("deadlock with a reader while locking: rolled back, trying again")
+                except asyncpg.PostgresError as exc:  # e.g. a table whose columns differ
+                    raise SwapError(f"{exc.__class__.__name__}: {exc}; rolled back") from exc
             report.seconds = round(time.monotonic() - started, 2)
             return report
     finally:
