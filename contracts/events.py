@@ -114,6 +114,7 @@ class ChangeProposed(Event):
     base_revision: int
     reason: str
     proposer: str  # the member
+    proposed_at: datetime  # it expires 30 days after
     content: Sealed | None = None
     title: Sealed | None = None
     content_hash: str | None = None

@@ -209,9 +209,8 @@ async def _or_propose(
 ) -> dict[str, Any]:
     """Change the memory at once, or, when it is a teammate's, propose the change with the
     reason: the answer then says ``status: proposed`` (seed 004)."""
-    action = {"correct": "correct", "archive": "archive", "unarchive": "unarchive"}[change]
-    try:
-        return dict(await api.command(f"/v1/memories/{item_id}/{action}", body))
+    try:  # the change's name is its route's action
+        return dict(await api.command(f"/v1/memories/{item_id}/{change}", body))
     except EngramProblem as problem:
         if problem.code != "proposal_required":
             raise

@@ -19,7 +19,7 @@ from services.command.state import StreamState
 
 
 def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
-    return copy_into(state, ctx, kinds=cmd.kinds)
+    return _copy_into(state, ctx, kinds=cmd.kinds)
 
 
 def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
@@ -29,10 +29,10 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
         raise Forbidden(
             f"{state.stream_id} has a history already: a fork copies into a new session"
         )
-    return copy_into(state, ctx, kinds=None)
+    return _copy_into(state, ctx, kinds=None)
 
 
-def copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) -> list[Event]:
+def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) -> list[Event]:
     if len(ctx.copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
     held = {

@@ -46,6 +46,7 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
             base_revision=item.revision,
             reason=cmd.reason,
             proposer=ctx.member or "",
+            proposed_at=ctx.now,
             content=ctx.seal(item.item_id, cmd.content) if cmd.content is not None else None,
             title=ctx.seal(item.item_id, cmd.title) if cmd.title else None,
             content_hash=ctx.content_hash(cmd.content) if cmd.content is not None else None,

@@ -7,7 +7,7 @@ earlier revision without decrypting it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from contracts.events import (
@@ -104,17 +104,11 @@ def touches_active(before: Status | None, after: Status | None) -> bool:
     return "active" in (before, after)
 
 
-def evolve(
-    state: StreamState, seq: int, command_id: str, event: Event, at: datetime | None = None
-) -> None:
-    """Fold one event into the state (mutates; the writer owns its state). ``at`` is when
-    it occurred (the envelope's time; a proposal keeps it, to expire)."""
+def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
+    """Fold one event into the state (mutates; the writer owns its state)."""
     state.seq = seq
     before = state.items[event.item_id].status if event.item_id in state.items else None
-    if isinstance(event, ChangeProposed):
-        _proposed(state, event, at)
-    else:
-        _APPLY[type(event)](state, event)
+    _APPLY[type(event)](state, event)
     after = state.items[event.item_id].status if event.item_id in state.items else None
     if touches_active(before, after) and not isinstance(event, NEUTRAL):
         state.generation += 1
@@ -180,12 +174,12 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
             if proposal.status == "pending":
                 proposal.status = "outdated"
     for source in state.linked or ():  # the stream's own links to it go too
-        other = state.items[source]
-        if other.links:
-            other.links = {k: w for k, w in other.links.items() if k[0] != e.item_id}
+        links = state.items[source].links or {}
+        for key in [k for k in links if k[0] == e.item_id]:
+            del links[key]
 
 
-def _proposed(state: StreamState, e: ChangeProposed, at: datetime | None) -> None:
+def _proposed(state: StreamState, e: ChangeProposed) -> None:
     content = (
         Revision(e.content, e.title, e.content_hash or "", e.content_length or 0)
         if e.content is not None
@@ -198,7 +192,7 @@ def _proposed(state: StreamState, e: ChangeProposed, at: datetime | None) -> Non
         change=e.change,
         base_revision=e.base_revision,
         proposer=e.proposer,
-        proposed_at=at or datetime.min.replace(tzinfo=UTC),
+        proposed_at=e.proposed_at,
         content=content,
         superseded_by=e.superseded_by,
     )
@@ -223,15 +217,16 @@ def _pruned(state: StreamState, e: RevisionsPruned) -> None:
 
 def _linked(state: StreamState, e: MemoryLinked) -> None:
     item = state.items[e.item_id]
-    item.links = {**(item.links or {}), (e.target_id, e.kind): e.weight}
+    if item.links is None:
+        item.links = {}
+    item.links[e.target_id, e.kind] = e.weight
     if state.linked is None:
         state.linked = set()
     state.linked.add(e.item_id)
 
 
 def _unlinked(state: StreamState, e: MemoryUnlinked) -> None:
-    item = state.items[e.item_id]
-    item.links = {k: w for k, w in (item.links or {}).items() if k != (e.target_id, e.kind)}
+    (state.items[e.item_id].links or {}).pop((e.target_id, e.kind), None)
 
 
 _APPLY: dict[type[Event], Any] = {
@@ -242,6 +237,7 @@ _APPLY: dict[type[Event], Any] = {
     MemoryForgotten: _forgotten,
     MemoryLinked: _linked,
     MemoryUnlinked: _unlinked,
+    ChangeProposed: _proposed,
     ProposalResolved: _resolved,
     RevisionsPruned: _pruned,
 }

@@ -205,7 +205,7 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                     event.superseded_by,
                     event.reason,
                     event.proposer,
-                    at,
+                    event.proposed_at,
                 ),
             )
         ]

@@ -172,13 +172,13 @@ async def apply_range(
                 records = [r for r in fetched.get(tp, []) if r.offset < stop]
                 if not records:
                     continue
-                offsets = [(group_id, tp.topic, tp.partition, records[-1].offset + 1)]
+                reached = records[-1].offset + 1
                 if prefix is not None:  # only the streams of the org being compared
                     records = [r for r in records if (r.key or b"").startswith(prefix)]
                 async with shadow.acquire() as conn, conn.transaction():
                     await projector.handle_batch(conn, records)
                     if group_id is not None:
-                        await conn.executemany(STORE_OFFSET, offsets)
+                        await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, reached)
                 count += len(records)
                 if progress:
                     progress(f"partition {tp.partition}: {position}/{stop} ({count} events)")

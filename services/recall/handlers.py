@@ -136,7 +136,7 @@ async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
     app = request.app.state
     row = await app.store.get_item(principal_from(request, app.verifier), item_id)
     if row is None:
-        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+        raise _not_found(item_id)
     return dict(row)
 
 
@@ -209,7 +209,7 @@ async def get_contexts_of(
     app = request.app.state
     rows = await app.store.contexts_of(principal_from(request, app.verifier), item_id, limit)
     if rows is None:
-        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+        raise _not_found(item_id)
     return ContextsResponse(
         item_id=item_id,
         contexts=[
@@ -225,7 +225,7 @@ async def get_revisions(request: Request, item_id: str) -> RevisionsResponse:
     app = request.app.state
     rows = await app.store.revisions(principal_from(request, app.verifier), item_id)
     if rows is None:
-        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+        raise _not_found(item_id)
     return RevisionsResponse(item_id=item_id, revisions=[RevisionView(**dict(r)) for r in rows])
 
 
@@ -240,7 +240,7 @@ async def get_links(
     app = request.app.state
     rows = await app.store.links(principal_from(request, app.verifier), item_id, direction, limit)
     if rows is None:
-        raise ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
+        raise _not_found(item_id)
     return LinksResponse(
         item_id=item_id,
         links=[
@@ -287,6 +287,10 @@ async def list_memories(
 def _bounded(item: dict[str, Any]) -> dict[str, Any]:
     cut = excerpt(item["content"] or "", "")  # no query: the head
     return {**item, "content": cut.text, "truncated": cut.truncated, "full_length": cut.full_length}
+
+
+def _not_found(item_id: str) -> ProblemError:
+    return ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
 
 
 def _encode_cursor(last: dict[str, Any]) -> str:

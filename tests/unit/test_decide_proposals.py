@@ -25,7 +25,7 @@ def ctx(member: str, **kw: object) -> Context:
 def run(state: StreamState, cmd: c.Command, context: Context) -> list[Event]:
     events = decide(state, cmd, context)
     for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event, context.now)
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
     return events
 
 

@@ -167,4 +167,4 @@ def _fold(states: States, env: EventHeader, event: Event) -> None:
     if env.seq != state.seq + 1:
         # Only the writer appends; a gap means the log and the writer disagree.
         raise RuntimeError(f"{env.stream_id}: seq {env.seq} follows {state.seq}")
-    evolve(state, env.seq, env.command_id, event, env.occurred_at)
+    evolve(state, env.seq, env.command_id, event)

@@ -26,10 +26,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.commands import (
-    COMMANDS,
-    Command,
-)
+from contracts.commands import COMMANDS, Command
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
@@ -390,7 +387,7 @@ class PartitionWriter:
             actor=principal.actor(),
             payload=event.model_dump(mode="json"),
         )
-        evolve(state, envelope.seq, env.command_id, event, envelope.occurred_at)
+        evolve(state, envelope.seq, env.command_id, event)
         self.dirty.add(state.stream_id)
         self._sent.append(
             await self._producer.send(

@@ -277,10 +277,7 @@ class RecallStore:
         self, p: Principal, item_id: str, limit: int
     ) -> list[asyncpg.Record] | None:
         """The caller's contexts that gave the memory; None when it cannot see it."""
-        async with as_principal(self._pool, p) as conn:
-            if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
-                return None
-            return list(await conn.fetch(Q["contexts_of"], p.org, p.member, item_id, limit))
+        return await self._of_visible(p, item_id, "contexts_of", p.org, p.member, item_id, limit)
 
     async def changes(
         self, p: Principal, stream_id: str, after: int, limit: int
@@ -290,19 +287,22 @@ class RecallStore:
 
     async def revisions(self, p: Principal, item_id: str) -> list[asyncpg.Record] | None:
         """The memory's kept revisions; None when the caller cannot see the memory."""
-        async with as_principal(self._pool, p) as conn:
-            if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
-                return None
-            return list(await conn.fetch(Q["revisions"], item_id, p.org))
+        return await self._of_visible(p, item_id, "revisions", item_id, p.org)
 
     async def links(
         self, p: Principal, item_id: str, direction: str, limit: int
     ) -> list[asyncpg.Record] | None:
         """The memory's links the caller may see; None when it cannot see the memory."""
+        return await self._of_visible(p, item_id, "links", item_id, direction, limit, p.org)
+
+    async def _of_visible(
+        self, p: Principal, item_id: str, query: str, *args: Any
+    ) -> list[asyncpg.Record] | None:
+        """Rows about a memory (``query``), or None when the caller cannot see it."""
         async with as_principal(self._pool, p) as conn:
             if await conn.fetchrow(Q["get_item"], item_id, p.org, p.visible_scopes()) is None:
                 return None
-            return list(await conn.fetch(Q["links"], item_id, direction, limit, p.org))
+            return list(await conn.fetch(Q[query], *args))
 
     async def proposals(
         self, p: Principal, view: str, status: str | None, limit: int
