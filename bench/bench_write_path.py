@@ -3,11 +3,11 @@ and HTTP remember -> visible-in-read-model latency at 1, 8 and 64 concurrent wri
 
 Needs the stack and the services running (`engram up`). Runs on this machine swing by
 ±30% (autovacuum, the broker's compiler, and the host: each round records how much of the
-machine's CPU was busy and how much other guests took, from /proc/stat, and the summary
-prints the share stolen), so the whole set runs ``--rounds`` times, one
-after another, after ``--warmup`` requests that are not counted; each figure is reported
-as the median over the rounds with its range. Prints every round and the summary, and
-writes them to bench/results/write_path.json.
+machine's CPU was busy and how much other guests took, from /proc/stat), so the whole
+set runs ``--rounds`` times, one after another, after ``--warmup`` requests that are not
+counted; each figure is reported as the median over the rounds with its range. Each round
+also records the CPU each part of the stack spent per request or command (stack_cpu.py).
+Prints every round and the summary, and writes them to bench/results/write_path.json.
 
     .venv/bin/python bench/bench_write_path.py [--rounds 3] [--warmup 200]
         [--commands 20000] [--latency-requests 400]
@@ -27,6 +27,7 @@ from pathlib import Path
 import asyncpg
 from aiokafka import AIOKafkaProducer
 from lean_http import KeepAliveClient
+from stack_cpu import StackCpu, cpu_times
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
@@ -187,28 +188,19 @@ async def latency(
     }
 
 
-def cpu_times() -> tuple[int, int, int] | None:
-    """The machine's (busy, steal, total) CPU time in jiffies from /proc/stat; None where
-    there is none. Steal is time the hypervisor gave to other guests while this one wanted
-    the CPU: on a shared host it slows every figure, and no change here can help it."""
-    try:
-        with open("/proc/stat") as stat:
-            fields = [int(v) for v in stat.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return user + nice + system + irq + softirq, steal, sum(fields)
-
-
-async def measured(figures: Awaitable[dict[str, float]]) -> dict[str, float]:
-    """A round's figures, with the share of the machine's CPU that was busy and stolen."""
-    before = cpu_times()
+async def measured(figures: Awaitable[dict[str, float]], stack: StackCpu) -> dict[str, float]:
+    """A round's figures, with the share of the machine's CPU that was busy and stolen,
+    and the CPU each part of the stack spent per request or command (``cpu_ms_<part>``)."""
+    before, parts_before = cpu_times(), stack.sample()
     row = await figures
-    after = cpu_times()
+    after, parts_after = cpu_times(), stack.sample()
     if before is not None and after is not None and after[2] > before[2]:
         total = after[2] - before[2]
         row["cpu_busy_percent"] = round(100 * (after[0] - before[0]) / total, 1)
         row["cpu_steal_percent"] = round(100 * (after[1] - before[1]) / total, 1)
+    units = int(row.get("requests") or row["commands"])
+    for part, ms in StackCpu.per_unit(parts_before, parts_after, units).items():
+        row[f"cpu_ms_{part}"] = ms
     return row
 
 
@@ -217,7 +209,7 @@ def summary(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     keys = [k for k, v in rows[0].items() if isinstance(v, int | float) and k != "writers"]
     return {
         k: {
-            "median": round(statistics.median(r[k] for r in rows), 1),
+            "median": round(statistics.median(r[k] for r in rows), 3 if "cpu_ms" in k else 1),
             "min": min(r[k] for r in rows),
             "max": max(r[k] for r in rows),
         }
@@ -235,6 +227,9 @@ async def main(args: argparse.Namespace) -> None:
         "when": time.strftime("%F %T"),
         "rounds": args.rounds,
     }
+    stack = StackCpu()
+    if stack.missing:
+        print(f"no pid file for {', '.join(stack.missing)}: their CPU is not counted")
     by_writers: dict[int, list[dict[str, float]]] = {1: [], 8: [], 64: []}
     sustained_rows: list[dict[str, float]] = []
     try:
@@ -244,10 +239,10 @@ async def main(args: argparse.Namespace) -> None:
         for n in range(1, args.rounds + 1):
             for writers, rows in by_writers.items():
                 requests = max(args.latency_requests, writers * 4)
-                row = await measured(latency(pool, watch, writers, requests))
+                row = await measured(latency(pool, watch, writers, requests), stack)
                 print(json.dumps({"round": n, **row}))
                 rows.append(row)
-            row = await measured(sustained(common, pool, args.commands, args.streams))
+            row = await measured(sustained(common, pool, args.commands, args.streams), stack)
             print(json.dumps({"round": n, **row}))
             sustained_rows.append(row)
     finally:
@@ -264,8 +259,10 @@ async def main(args: argparse.Namespace) -> None:
             f"p99 {_fig(s['visible_p99_ms'])} ms, {_fig(s['requests_per_second'])} req/s"
             + _steal(s)
         )
+        print(_cpu(s, "a request"))
     s = summary(sustained_rows)
     print(f"sustained: {_fig(s['commands_per_second'])} commands/s" + _steal(s))
+    print(_cpu(s, "a command"))
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {RESULTS}")
@@ -273,6 +270,15 @@ async def main(args: argparse.Namespace) -> None:
 
 def _fig(f: dict[str, float]) -> str:
     return f"{f['median']} ({f['min']} to {f['max']})"
+
+
+def _cpu(s: dict[str, dict[str, float]], unit: str) -> str:
+    each = ", ".join(
+        f"{k.removeprefix('cpu_ms_')} {v['median']}"
+        for k, v in s.items()
+        if k.startswith("cpu_ms_") and k != "cpu_ms_total"
+    )
+    return f"    CPU ms {unit} (medians): {s['cpu_ms_total']['median']} in all; {each}"
 
 
 def _steal(s: dict[str, dict[str, float]]) -> str:

@@ -1,0 +1,66 @@
+"""CPU time of each part of the dev stack, so a benchmark can say where its CPU went.
+
+The parts are found through the state folder's pid files (``engram up`` writes them):
+the five services, the broker, and Postgres with every backend. A backend that ends
+between two samples is still counted: the postmaster has reaped it, and its time is in
+the postmaster's children's times. The benchmark's own process counts as ``benchmark``.
+``cpu_times`` reads the whole machine's busy and stolen time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import psutil
+
+from engram.devstack import read_live_pid, resolve_state
+
+PARTS = ("command", "projector", "indexer", "extractor", "recall", "kafka", "postgres")
+
+
+class StackCpu:
+    def __init__(self) -> None:
+        paths = resolve_state()
+        self.pids = {p: pid for p in PARTS if (pid := read_live_pid(paths.pidfile(p)))}
+        self.missing = [p for p in PARTS if p not in self.pids]
+
+    def sample(self) -> dict[str, float]:
+        """Seconds of CPU each part has used so far."""
+        seconds = {part: _seconds(pid, part == "postgres") for part, pid in self.pids.items()}
+        seconds["benchmark"] = _seconds(None, False)
+        return seconds
+
+    @staticmethod
+    def per_unit(before: dict[str, float], after: dict[str, float], units: int) -> dict[str, float]:
+        """Milliseconds of CPU per request (or command) of each part, and their total."""
+        each = {p: round((after[p] - before[p]) * 1000 / units, 3) for p in after if p in before}
+        return {**each, "total": round(sum(each.values()), 3)}
+
+
+def _seconds(pid: int | None, with_children: bool) -> float:
+    try:
+        process = psutil.Process(pid)
+        times = process.cpu_times()
+        total = times.user + times.system
+        if with_children:
+            total += times.children_user + times.children_system
+            for child in process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child_times = child.cpu_times()
+                    total += child_times.user + child_times.system
+        return total
+    except psutil.Error:
+        return 0.0
+
+
+def cpu_times() -> tuple[int, int, int] | None:
+    """The machine's (busy, steal, total) CPU time in jiffies from /proc/stat; None where
+    there is none. Steal is time the hypervisor gave to other guests while this one wanted
+    the CPU: on a shared host it slows every figure, and no change here can help it."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return user + nice + system + irq + softirq, steal, sum(fields)
