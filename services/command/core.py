@@ -32,6 +32,7 @@ from services.command.links import link, related, unlink
 from services.command.proposals import merge, propose, reject, withdraw
 from services.command.rules import (
     check_base,
+    check_may_forget,
     check_owner,
     check_superseded_by,
     find_item,
@@ -247,6 +248,8 @@ def _forget(
     item = find_item(state, cmd.item_id)
     if candidates_only and item.status != "candidate":
         raise Conflict(f"memory {item.item_id} is {item.status}, not a candidate")
+    if not candidates_only:  # a candidate is dismissed by any person, as it is confirmed
+        check_may_forget(item, ctx)
     return [_forgotten(item, cmd.reason)]
 
 

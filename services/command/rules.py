@@ -7,6 +7,7 @@ from contracts.events import Event, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context
 from services.command.errors import (
     Conflict,
+    Forbidden,
     Gone,
     InvalidCommand,
     NotFound,
@@ -34,18 +35,37 @@ def check_base(item: Item, base: int, text: str | None = None) -> None:
         raise Conflict(f"memory {item.item_id} is at revision {item.revision}, not {base}", **extra)
 
 
-def check_owner(item: Item, ctx: Context) -> None:
-    """In the shared scope a memory's text and status are changed by its author or an
-    admin; a teammate proposes the change instead (seed 004)."""
-    if (
+def is_teammates(item: Item, ctx: Context) -> bool:
+    """A shared memory another member saved, and the caller is no admin (a memory saved
+    before authors were recorded is no one's, and stays open to all)."""
+    return (
         ctx.scope == "shared"
         and item.author is not None
         and item.author != ctx.member
         and not ctx.is_admin
-    ):
+    )
+
+
+def check_owner(item: Item, ctx: Context) -> None:
+    """In the shared scope a memory's text and status are changed by its author or an
+    admin; a teammate proposes the change instead (seed 004)."""
+    if is_teammates(item, ctx):
         raise ProposalRequired(
             f"memory {item.item_id} is {item.author}'s: propose the change "
             f"(POST /v1/memories/{item.item_id}/propose); its author or an admin merges it",
+            item_id=item.item_id,
+            author=item.author,
+        )
+
+
+def check_may_forget(item: Item, ctx: Context) -> None:
+    """Seed 004's delete removes one of the caller's own memories: a teammate's shared
+    memory is forgotten by its author or an org admin, and no proposal can do it (a
+    forget cannot wait for a review, nor be undone after one)."""
+    if is_teammates(item, ctx):
+        raise Forbidden(
+            f"memory {item.item_id} is {item.author}'s: only its author or an org admin "
+            "can forget it",
             item_id=item.item_id,
             author=item.author,
         )

@@ -130,3 +130,26 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
             "SELECT count(*) FROM memory.proposals WHERE content LIKE '%Priya%'") == 0
     finally:
         await conn.close()
+
+
+async def test_only_the_author_or_an_admin_forgets_a_teammates_memory(
+    services: dict[str, str],
+) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        saved = await api.post(ana, "/v1/memories", content="The VPN rotates on Fridays.",
+                               scope="shared")
+        item = saved.json()["item_id"]
+
+        refused = await api.post(bob, f"/v1/memories/{item}/forget", scope="shared")
+        assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
+        assert refused.json()["author"] == "ana"
+
+        async def readable() -> bool:
+            return (await api.memory(bob, item)).get("status") == "active"
+
+        await eventually(readable, what="ana's memory still there for bob")
+        forgotten = await api.post(ana, f"/v1/memories/{item}/forget", scope="shared")
+        assert forgotten.status_code == 200, forgotten.text

@@ -160,3 +160,24 @@ def test_forgetting_a_memory_voids_its_proposals_and_their_text() -> None:
     assert (proposal.status, proposal.content) == ("outdated", None)
     with pytest.raises(Conflict):
         run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+
+
+def test_a_teammates_shared_memory_is_forgotten_only_by_its_author_or_an_admin() -> None:
+    # Seed 004's delete removes one of your own memories; no proposal can forget.
+    state = StreamState("acme/shared")
+    item, other = anas_memory(state), anas_memory(state)
+    with pytest.raises(Forbidden) as err:
+        run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("bob"))
+    assert err.value.extra == {"item_id": item, "author": "ana"}
+    assert state.items[item].status == "active"
+    [forgotten] = run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana"))
+    assert forgotten.item_id == item
+    assert run(state, c.ForgetMemory(item_id=other, scope="shared"), ctx("cy", is_admin=True))
+
+
+def test_a_teammate_may_dismiss_a_candidate_as_they_may_confirm_one() -> None:
+    state = StreamState("acme/shared")
+    [candidate] = run(state, c.RememberMemory(content="Lunch is at noon.", scope="shared",
+                                              candidate=True), ctx("ana"))
+    assert run(state, c.DismissCandidate(item_id=candidate.item_id, scope="shared"),
+               ctx("bob"))
