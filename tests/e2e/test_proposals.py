@@ -23,6 +23,11 @@ class Api:
     async def post(self, who: Caller, path: str, **body: Any) -> httpx.Response:
         return await self.http.post(f"{self.command}{path}", headers=who.headers, json=body)
 
+    async def save_shared(self, who: Caller, content: str) -> str:
+        saved = await self.post(who, "/v1/memories", content=content, scope="shared")
+        assert saved.status_code == 201, saved.text
+        return str(saved.json()["item_id"])
+
     async def proposals(self, who: Caller, **params: str) -> list[dict[str, Any]]:
         r = await self.http.get(f"{self.recall}/v1/proposals", headers=who.headers,
                                 params=params)
@@ -47,9 +52,7 @@ async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str
     bob = caller(org=ana.org, member="bob")
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
-        saved = await api.post(ana, "/v1/memories", content="Standup is at 9:30.",
-                               scope="shared")
-        item = saved.json()["item_id"]
+        item = await api.save_shared(ana, "Standup is at 9:30.")
 
         direct = await api.post(bob, f"/v1/memories/{item}/correct", scope="shared",
                                 base_revision=1, content="Standup is at 10:00.")
@@ -91,8 +94,7 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
     agent = caller(org=ana.org, member="ana", agent="helper")
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
-        item = (await api.post(ana, "/v1/memories", content="Invoices go out on the 1st.",
-                               scope="shared")).json()["item_id"]
+        item = await api.save_shared(ana, "Invoices go out on the 1st.")
 
         async def propose(**body: Any) -> str:
             r = await api.post(bob, f"/v1/memories/{item}/propose", reason="r", **body)
@@ -139,9 +141,7 @@ async def test_only_the_author_or_an_admin_forgets_a_teammates_memory(
     bob = caller(org=ana.org, member="bob")
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
-        saved = await api.post(ana, "/v1/memories", content="The VPN rotates on Fridays.",
-                               scope="shared")
-        item = saved.json()["item_id"]
+        item = await api.save_shared(ana, "The VPN rotates on Fridays.")
 
         refused = await api.post(bob, f"/v1/memories/{item}/forget", scope="shared")
         assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
