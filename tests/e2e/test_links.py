@@ -15,6 +15,7 @@ from engram.crypto import MasterKey, load_master_key
 from engram.settings import CommonSettings
 from services.projector.replay import replay
 from tests.conftest import Caller, caller
+from tests.e2e.api import ServicesApi
 from tests.support import (
     eventually,
     new_command_id,
@@ -26,19 +27,9 @@ from tests.support import (
 pytestmark = pytest.mark.e2e
 
 
-class Api:
-    def __init__(self, http: httpx.AsyncClient, services: dict[str, str]) -> None:
-        self.http, self.command, self.recall = http, services["command"], services["recall"]
-
-    async def remember(self, who: Caller, text: str, **kw: Any) -> dict[str, Any]:
-        r = await self.http.post(f"{self.command}/v1/memories", headers=who.headers,
-                                 json={"content": text, **kw})
-        assert r.status_code == 201, r.text
-        return dict(r.json())
-
+class Api(ServicesApi):
     async def act(self, who: Caller, item_id: str, action: str, **body: Any) -> httpx.Response:
-        return await self.http.post(f"{self.command}/v1/memories/{item_id}/{action}",
-                                    headers=who.headers, json=body)
+        return await self.post(who, f"/v1/memories/{item_id}/{action}", **body)
 
     async def links(self, who: Caller, item_id: str, direction: str = "both"
                     ) -> list[tuple[str, str, str, float | None, str]]:
@@ -57,8 +48,7 @@ class Api:
 
     async def visible(self, who: Caller, item_id: str) -> None:
         async def probe() -> bool:
-            r = await self.http.get(f"{self.recall}/v1/memories/{item_id}", headers=who.headers)
-            return r.status_code == 200
+            return bool(await self.memory(who, item_id))
 
         await eventually(probe, what=f"memory {item_id} in the read model")
 

@@ -10,21 +10,19 @@ import httpx
 import pytest
 
 from tests.conftest import Caller, caller
+from tests.e2e.api import ServicesApi
 from tests.support import eventually
 
 pytestmark = pytest.mark.e2e
 
 
-class Api:
-    def __init__(self, http: httpx.AsyncClient, services: dict[str, str]) -> None:
-        self.http, self.command, self.recall = http, services["command"], services["recall"]
-
-    async def remember(self, who: Caller, text: str, kind: str, **kw: Any) -> str:
-        r = await self.http.post(f"{self.command}/v1/memories", headers=who.headers, json={
-            "content": text, "kind": kind, "scope": "session",
-            "user_message": f"Remember this: {text}", **kw})
-        assert r.status_code == 201 and r.json()["status"] == "active", r.text
-        return str(r.json()["item_id"])
+class Api(ServicesApi):
+    async def save(self, who: Caller, text: str, kind: str, **kw: Any) -> str:
+        """A confirmed session memory (the user asked for it)."""
+        saved = await self.remember(who, text, kind=kind, scope="session",
+                                    user_message=f"Remember this: {text}", **kw)
+        assert saved["status"] == "active", saved
+        return str(saved["item_id"])
 
     async def memories(self, who: Caller, scope: str) -> dict[str, dict[str, Any]]:
         r = await self.http.get(f"{self.recall}/v1/memories", headers=who.headers,
@@ -44,9 +42,9 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
     sub = caller(agent="helper", session="sub-1")
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
-        source = await api.remember(sub, "Run the tests before you report.", "procedure",
+        source = await api.save(sub, "Run the tests before you report.", "procedure",
                                     key="tests-first")
-        await api.remember(sub, "The build for ticket 42 is red.", "fact")
+        await api.save(sub, "The build for ticket 42 is red.", "fact")
         await api.until(sub, "session:sub-1", 2)
 
         promoted = await http.post(f"{api.command}/v1/session/promote", headers=sub.headers)

@@ -11,22 +11,15 @@ import httpx
 import pytest
 
 from tests.conftest import Caller, caller
+from tests.e2e.api import ServicesApi
 from tests.support import eventually
 
 pytestmark = pytest.mark.e2e
 
 
-class Api:
-    def __init__(self, http: httpx.AsyncClient, services: dict[str, str]) -> None:
-        self.http, self.command, self.recall = http, services["command"], services["recall"]
-
-    async def post(self, who: Caller, path: str, **body: Any) -> httpx.Response:
-        return await self.http.post(f"{self.command}{path}", headers=who.headers, json=body)
-
+class Api(ServicesApi):
     async def save_shared(self, who: Caller, content: str) -> str:
-        saved = await self.post(who, "/v1/memories", content=content, scope="shared")
-        assert saved.status_code == 201, saved.text
-        return str(saved.json()["item_id"])
+        return str((await self.remember(who, content, scope="shared"))["item_id"])
 
     async def proposals(self, who: Caller, **params: str) -> list[dict[str, Any]]:
         r = await self.http.get(f"{self.recall}/v1/proposals", headers=who.headers,
@@ -41,10 +34,6 @@ class Api:
             return found[0] if found and found[0]["status"] == status else None
 
         return await eventually(probe, what=f"proposal {pid} {status}")
-
-    async def memory(self, who: Caller, item_id: str) -> dict[str, Any]:
-        r = await self.http.get(f"{self.recall}/v1/memories/{item_id}", headers=who.headers)
-        return dict(r.json()) if r.status_code == 200 else {}
 
 
 async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str]) -> None:
