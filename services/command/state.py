@@ -27,8 +27,14 @@ from contracts.events import (
     Sealed,
     Status,
 )
+from services.command.context import new_item_id
 
 LinkKey = tuple[str, str]  # (target_id, kind)
+
+# A stream keeps the first answers of its last this-many commands, so a retry gets its
+# first answer again. An older save is still known by its item, whose id derives from the
+# command id (``StreamState.first_answer``), so it is never saved twice.
+ANSWERS_KEPT = 1_000
 
 
 @dataclass(frozen=True)
@@ -84,13 +90,23 @@ class StreamState:
     generation: int = 0
     items: dict[str, Item] = field(default_factory=dict)
     forgotten_hashes: set[str] = field(default_factory=set)
-    # command_id -> the first answer, so a repeated command gets it again.
+    # command_id -> the first answer, so a repeated command gets it again: the last
+    # ANSWERS_KEPT commands', oldest first.
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The items that have held links, so a forget finds the links to it without a scan
     # (None until the first link, as Item.links).
     linked: set[str] | None = None
     # Proposals by id (None until the first, as Item.links).
     proposals: dict[str, Proposal] | None = None
+
+    def first_answer(self, command_id: str) -> dict[str, Any] | None:
+        """What a repeat of this command is answered with, if the stream decided it: its
+        first answer while kept, else (a save older than that) its item as it is now."""
+        if (first := self.results.get(command_id)) is not None:
+            return first
+        if (item := self.items.get(new_item_id(command_id))) is not None:
+            return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
+        return None
 
     def active_by_key(self, key: str) -> Item | None:
         for item in self.items.values():
@@ -124,6 +140,8 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
         state.results[command_id].update(
             proposal_id=event.proposal_id, proposal_status=proposal.status
         )
+    if len(state.results) > ANSWERS_KEPT:  # one in, the oldest out
+        del state.results[next(iter(state.results))]
 
 
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:

@@ -270,14 +270,14 @@ class PartitionWriter:
             return
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
-        if env.command_id in state.results:  # a repeat gets the first answer again
+        if (first := state.first_answer(env.command_id)) is not None:  # a repeat
             await self._reply(
                 d,
                 CommandReply(
                     command_id=env.command_id,
                     ok=True,
                     stream_id=env.stream_id,
-                    result={**state.results[env.command_id], "duplicate": True},
+                    result={**first, "duplicate": True},
                 ),
             )
             return

@@ -1,0 +1,54 @@
+"""A stream's idempotency record: a repeat gets the first answer while the stream keeps
+it (its last ANSWERS_KEPT commands); an older save is still known by its item."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from contracts import commands as c
+from services.command import state as state_module
+from services.command.context import new_item_id
+from services.command.core import decide
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context
+
+
+def save(state: StreamState, command_id: str, text: str) -> None:
+    ctx = dataclasses.replace(make_context(), new_item_id=lambda: new_item_id(command_id))
+    for event in decide(state, c.RememberMemory(content=text), ctx):
+        evolve(state, state.seq + 1, command_id, event)
+
+
+def test_the_record_keeps_the_last_answers_oldest_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_module, "ANSWERS_KEPT", 3)
+    state = StreamState("acme/member:ana")
+    for n in range(5):
+        save(state, f"cmd-{n}", f"text {n}")
+    assert list(state.results) == ["cmd-2", "cmd-3", "cmd-4"]
+    assert state.first_answer("cmd-4") == {
+        "item_id": new_item_id("cmd-4"),
+        "revision": 1,
+        "status": "active",
+    }
+    # The record survives a checkpoint as it is.
+    assert list(pickle.loads(pickle.dumps(state)).results) == ["cmd-2", "cmd-3", "cmd-4"]
+
+
+def test_a_save_older_than_the_record_is_known_by_its_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(state_module, "ANSWERS_KEPT", 2)
+    state = StreamState("acme/member:ana")
+    save(state, "first", "the first text")
+    item_id = new_item_id("first")
+    ctx = make_context()
+    [pinned] = decide(state, c.PinMemory(item_id=item_id), ctx)
+    evolve(state, state.seq + 1, "pin", pinned)
+    save(state, "later", "another text")
+    assert "first" not in state.results
+    # Its item as it is now, not a second item with the same id.
+    assert state.first_answer("first") == {"item_id": item_id, "revision": 2, "status": "active"}
+    assert state.first_answer("never-sent") is None
