@@ -159,13 +159,18 @@ class UnlinkMemory(ItemCommand):
     kind: LinkKind = "related"
 
 
+# What a proposal on a teammate's memory may change (seed 004: its text, its status, and
+# what an update may change alone, the pin).
+ProposableChange = Literal["correct", "archive", "unarchive", "pin", "unpin", "disable", "enable"]
+
+
 class ProposeChange(ItemCommand):
     """Propose a change to a teammate's shared memory (seed 004): its author or an org
     admin merges or rejects it. Written against the memory's current revision: if the
     memory changes first, merging records it as outdated and applies nothing."""
 
     scope: ScopeChoice = "shared"
-    change: Literal["correct", "archive", "unarchive"]
+    change: ProposableChange
     base_revision: int = Field(ge=1)
     reason: str = Field(min_length=1, max_length=500)
     content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
-from contracts.commands import Kind
+from contracts.commands import Kind, ProposableChange
 from contracts.envelope import EventEnvelope, EventHeader
 
 Status = Literal["candidate", "active", "disabled", "archived", "forgotten"]
@@ -110,7 +110,7 @@ class ChangeProposed(Event):
     correction is sealed under the item's key, so a forget shreds it too."""
 
     proposal_id: str
-    change: Literal["correct", "archive", "unarchive"]
+    change: ProposableChange
     base_revision: int
     reason: str
     proposer: str  # the member

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.commands import ProposableChange
+
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
 
 
@@ -154,11 +156,11 @@ class ProposalView(BaseModel):
     proposal_id: str
     item_id: str
     scope: str
-    change: Literal["correct", "archive", "unarchive"]
+    change: ProposableChange
     base_revision: int
     current_revision: int  # differs from base_revision: merging records it as outdated
     title: str | None
-    content: str | None  # a correction's text; None for archive and unarchive, or forgotten
+    content: str | None  # a correction's text; None for the other changes, or forgotten
     superseded_by: str | None
     reason: str
     proposer: str

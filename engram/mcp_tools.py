@@ -136,9 +136,17 @@ def build_server(
         return dict(await api.command("/v1/memories/ingest", body))
 
     @server.tool(name="memory__update")
-    async def update(id: str, content: str, reason: str | None = None) -> dict[str, Any]:
-        """Correct an existing memory by ID, or, for a teammate's, propose the correction."""
+    async def update(
+        id: str, content: str | None = None, pinned: bool | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Correct an existing memory by ID, its text or only its pin, or, for a
+        teammate's, propose the change."""
+        if (content is None) == (pinned is None):
+            raise ToolError("give the corrected content, or only pinned: one change a call")
         scope, revision = await api.scope_of(id)
+        if pinned is not None:
+            change = "pin" if pinned else "unpin"
+            return await _or_propose(api, id, change, {"scope": scope}, reason)
         body = {"content": content, "base_revision": revision, "scope": scope}
         return await _or_propose(api, id, "correct", body, reason)
 

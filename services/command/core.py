@@ -200,6 +200,7 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
 
 def _pin(state: StreamState, cmd: c.PinMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
     if item.pinned == cmd.pinned:
         return []
     return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=cmd.pinned)]
@@ -211,6 +212,7 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
         if cmd.disabled
         else {"disabled": "active", "active": "active"}
     )
+    check_owner(find_item(state, cmd.item_id), ctx)
     return transition(state, cmd.item_id, allowed)
 
 

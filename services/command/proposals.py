@@ -10,6 +10,7 @@ from contracts import commands as c
 from contracts.events import (
     ChangeProposed,
     Event,
+    MemoryPinned,
     MemoryRevised,
     ProposalResolved,
 )
@@ -30,12 +31,13 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
     check_superseded_by(state, cmd.superseded_by)
-    applies = {"archive": ("active", "disabled"), "unarchive": ("archived",)}
-    if item.status not in applies.get(cmd.change, (item.status,)):
+    if not _applies(item, cmd.change):
         raise Conflict(
-            f"memory {item.item_id} is {item.status}; '{cmd.change}' does not apply",
+            f"memory {item.item_id} is {item.status}"
+            f"{', pinned' if item.pinned else ''}; '{cmd.change}' does not apply",
             item_id=item.item_id,
             memory_status=item.status,
+            pinned=item.pinned,
         )
     proposal_id = ctx.new_item_id()
     return [
@@ -54,6 +56,15 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
             superseded_by=cmd.superseded_by,
         )
     ]
+
+
+def _applies(item: Item, change: str) -> bool:
+    """Whether the change would change the memory as it is now."""
+    if change == "pin":
+        return not item.pinned
+    if change == "unpin":
+        return item.pinned
+    return change not in _TRANSITIONS or item.status in _TRANSITIONS[change]
 
 
 def _pending(state: StreamState, proposal_id: str) -> Proposal:
@@ -112,12 +123,25 @@ def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]
                 content_length=proposal.content.content_length,
             )
         ]
-    elif proposal.change == "archive":
-        allowed = {"active": "archived", "disabled": "archived"}
-        change = transition(state, item.item_id, allowed, proposal.superseded_by)
+    elif proposal.change in ("pin", "unpin"):
+        change = [
+            MemoryPinned(
+                item_id=item.item_id, revision=item.revision + 1, pinned=proposal.change == "pin"
+            )
+        ]
     else:
-        change = transition(state, item.item_id, {"archived": "active"})
+        allowed = _TRANSITIONS[proposal.change]  # only an archive carries superseded_by
+        change = transition(state, item.item_id, allowed, proposal.superseded_by)
     return [*change, _resolve(cmd.proposal_id, proposal, "merged")]
+
+
+# A status proposal's transitions, from the status it applies to.
+_TRANSITIONS: dict[str, dict[str, str]] = {
+    "archive": {"active": "archived", "disabled": "archived"},
+    "unarchive": {"archived": "active"},
+    "disable": {"active": "disabled"},
+    "enable": {"disabled": "active"},
+}
 
 
 def reject(state: StreamState, cmd: c.RejectProposal, ctx: Context) -> list[Event]:

@@ -50,6 +50,13 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         fixed = await call(mcp, "memory__update", id=item,
                            content="The deploy window is Tuesday 11:00.")
         assert fixed["revision"] == 2
+        pinned = await call(mcp, "memory__update", id=item, pinned=True)  # its author: at once
+        assert pinned["revision"] == 3
+
+        async def pin_seen() -> bool:  # a teammate's proposal below is made against it
+            return bool((await call(mcp, "memory__get", id=item))["revision"] == 3)
+
+        await eventually(pin_seen, what="the pin in the read model")
         await call(mcp, "memory__link", id=other["item_id"], target_id=item, kind="depends-on")
 
         async def linked() -> bool:
@@ -72,6 +79,11 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         withdrawn = await call(mcp, "memory__withdraw_proposal",
                                proposal_id=proposed["proposal_id"])
         assert withdrawn["proposal_status"] == "withdrawn"
+        # An update of only the pin proposes too (seed 004: an update may change only it).
+        pin = await call(mcp, "memory__update", id=item, pinned=False, reason="noise")
+        assert (pin["status"], pin["proposal_status"]) == ("proposed", "pending")
+        both = await mcp.call_tool("memory__update", {"id": item, "content": "x", "pinned": True})
+        assert both.is_error and "one change a call" in str(both.content)
 
 
 async def test_engram_mcp_serves_the_tools_over_stdio(services: dict[str, str]) -> None:

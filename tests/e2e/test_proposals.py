@@ -142,3 +142,33 @@ async def test_only_the_author_or_an_admin_forgets_a_teammates_memory(
         await eventually(readable, what="ana's memory still there for bob")
         forgotten = await api.post(ana, f"/v1/memories/{item}/forget", scope="shared")
         assert forgotten.status_code == 200, forgotten.text
+
+
+async def test_a_teammate_proposes_a_pin_and_a_disable(services: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        item = await api.save_shared(ana, "Release notes go out on Mondays.")
+        for action in ("pin", "disable"):
+            direct = await api.post(bob, f"/v1/memories/{item}/{action}", scope="shared")
+            assert (direct.status_code, direct.json()["code"]) == (403, "proposal_required")
+
+        pin = await api.post(bob, f"/v1/memories/{item}/propose", change="pin",
+                             base_revision=1, reason="everyone needs it")
+        assert pin.status_code == 200, pin.text
+        review = await api.until(ana, pin.json()["proposal_id"], "pending", view="review")
+        assert (review["change"], review["content"]) == ("pin", None)
+        merged = await api.post(ana, f"/v1/proposals/{pin.json()['proposal_id']}/merge")
+        assert (merged.json()["revision"], merged.json()["proposal_status"]) == (2, "merged")
+
+        async def pinned() -> bool:
+            seen = await api.memory(bob, item)
+            return bool(seen.get("pinned")) and seen.get("revision") == 2
+
+        await eventually(pinned, what="the merged pin in recall")
+        disable = await api.post(bob, f"/v1/memories/{item}/propose", change="disable",
+                                 base_revision=2, reason="out of date")
+        assert disable.status_code == 200, disable.text
+        merged = await api.post(ana, f"/v1/proposals/{disable.json()['proposal_id']}/merge")
+        assert merged.json()["status"] == "disabled"

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from contracts import commands as c
-from contracts.events import ChangeProposed, Event, MemoryRevised, MemoryStatusChanged
+from contracts.events import (
+    ChangeProposed,
+    Event,
+    MemoryPinned,
+    MemoryRevised,
+    MemoryStatusChanged,
+)
 from contracts.events import ProposalResolved as Resolved
 from services.command.core import Context, decide
 from services.command.errors import Conflict, Forbidden, InvalidCommand, ProposalRequired
@@ -50,13 +56,16 @@ def test_a_teammates_shared_memory_changes_only_through_a_proposal() -> None:
     assert state.items[item].author == "ana"
     for cmd in (c.CorrectMemory(item_id=item, base_revision=1, content="x", scope="shared"),
                 c.ArchiveMemory(item_id=item, scope="shared"),
-                c.RestoreRevision(item_id=item, base_revision=1, revision=1, scope="shared")):
+                c.RestoreRevision(item_id=item, base_revision=1, revision=1, scope="shared"),
+                c.PinMemory(item_id=item, scope="shared"),
+                c.DisableMemory(item_id=item, scope="shared")):
         with pytest.raises(ProposalRequired) as err:
             run(state, cmd, ctx("bob"))
         assert err.value.extra == {"item_id": item, "author": "ana"}
     # Its author and an admin change it at once.
     assert run(state, c.CorrectMemory(item_id=item, base_revision=1, content="y",
                                       scope="shared"), ctx("ana"))
+    assert run(state, c.PinMemory(item_id=item, scope="shared"), ctx("ana"))
     assert run(state, c.ArchiveMemory(item_id=item, scope="shared"), ctx("cy", is_admin=True))
 
 
@@ -96,6 +105,29 @@ def test_archive_and_unarchive_proposals_change_the_status() -> None:
     pid = propose(state, item, change="unarchive", content=None)
     restored, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
     assert isinstance(restored, MemoryStatusChanged) and restored.status == "active"
+
+
+def test_pin_and_status_proposals_apply_once_merged() -> None:
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    with pytest.raises(Conflict, match="'unpin' does not apply") as err:
+        propose(state, item, change="unpin", content=None)
+    assert err.value.extra["pinned"] is False
+    with pytest.raises(Conflict, match="'enable' does not apply"):
+        propose(state, item, change="enable", content=None)
+    pid = propose(state, item, change="pin", content=None)
+    assert not state.items[item].pinned  # a proposal changes nothing by itself
+    pinned, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+    assert isinstance(pinned, MemoryPinned) and pinned.pinned and state.items[item].pinned
+    pid = propose(state, item, change="disable", content=None)
+    disabled, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
+    assert isinstance(disabled, MemoryStatusChanged) and disabled.status == "disabled"
+    for change, check in (("enable", lambda: state.items[item].status == "active"),
+                          ("unpin", lambda: not state.items[item].pinned)):
+        pid = propose(state, item, change=change, content=None)
+        run(state, c.MergeProposal(proposal_id=pid), ctx("cy", is_admin=True))
+        assert check()
+    assert state.items[item].revision == 5  # each merged change is a revision
 
 
 def test_a_proposal_on_a_changed_memory_is_outdated_and_applies_nothing() -> None:
