@@ -4,6 +4,8 @@ outdated, and a forget takes the proposed text along."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -36,12 +38,21 @@ class Api(ServicesApi):
         return await eventually(probe, what=f"proposal {pid} {status}")
 
 
-async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str]) -> None:
+@asynccontextmanager
+async def anas_shared_memory(
+    services: dict[str, str], text: str
+) -> AsyncIterator[tuple[Api, Caller, Caller, str]]:
+    """The API, ana, her teammate bob, and a memory ana saved in the shared scope."""
     ana = caller()
     bob = caller(org=ana.org, member="bob")
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
-        item = await api.save_shared(ana, "Standup is at 9:30.")
+        yield api, ana, bob, await api.save_shared(ana, text)
+
+
+async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str]) -> None:
+    saved = anas_shared_memory(services, "Standup is at 9:30.")
+    async with saved as (api, ana, bob, item):
 
         direct = await api.post(bob, f"/v1/memories/{item}/correct", scope="shared",
                                 base_revision=1, content="Standup is at 10:00.")
@@ -78,12 +89,9 @@ async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str
 
 async def test_stale_withdrawn_rejected_and_forgotten_proposals(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
-    ana = caller()
-    bob = caller(org=ana.org, member="bob")
-    agent = caller(org=ana.org, member="ana", agent="helper")
-    async with httpx.AsyncClient(timeout=10) as http:
-        api = Api(http, services)
-        item = await api.save_shared(ana, "Invoices go out on the 1st.")
+    saved = anas_shared_memory(services, "Invoices go out on the 1st.")
+    async with saved as (api, ana, bob, item):
+        agent = caller(org=ana.org, member="ana", agent="helper")
 
         async def propose(**body: Any) -> str:
             r = await api.post(bob, f"/v1/memories/{item}/propose", reason="r", **body)
@@ -110,8 +118,8 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
         secret = "Invoices are signed by Priya Raman-Oduya."
         pending = await propose(change="correct", base_revision=2, content=secret)
         await api.until(ana, pending, "pending", view="review")
-        forgotten = await http.delete(f"{api.command}/v1/memories/{item}",
-                                      params={"scope": "shared"}, headers=ana.headers)
+        forgotten = await api.http.delete(f"{api.command}/v1/memories/{item}",
+                                          params={"scope": "shared"}, headers=ana.headers)
         assert forgotten.status_code == 200, forgotten.text
         voided = await api.until(bob, pending, "outdated", view="mine")
         assert voided["content"] is None
@@ -126,11 +134,8 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
 async def test_only_the_author_or_an_admin_forgets_a_teammates_memory(
     services: dict[str, str],
 ) -> None:
-    ana = caller()
-    bob = caller(org=ana.org, member="bob")
-    async with httpx.AsyncClient(timeout=10) as http:
-        api = Api(http, services)
-        item = await api.save_shared(ana, "The VPN rotates on Fridays.")
+    saved = anas_shared_memory(services, "The VPN rotates on Fridays.")
+    async with saved as (api, ana, bob, item):
 
         refused = await api.post(bob, f"/v1/memories/{item}/forget", scope="shared")
         assert (refused.status_code, refused.json()["code"]) == (403, "forbidden")
@@ -145,11 +150,8 @@ async def test_only_the_author_or_an_admin_forgets_a_teammates_memory(
 
 
 async def test_a_teammate_proposes_a_pin_and_a_disable(services: dict[str, str]) -> None:
-    ana = caller()
-    bob = caller(org=ana.org, member="bob")
-    async with httpx.AsyncClient(timeout=10) as http:
-        api = Api(http, services)
-        item = await api.save_shared(ana, "Release notes go out on Mondays.")
+    saved = anas_shared_memory(services, "Release notes go out on Mondays.")
+    async with saved as (api, ana, bob, item):
         for action in ("pin", "disable"):
             direct = await api.post(bob, f"/v1/memories/{item}/{action}", scope="shared")
             assert (direct.status_code, direct.json()["code"]) == (403, "proposal_required")
