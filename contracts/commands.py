@@ -25,6 +25,9 @@ RESERVED_LINK_KINDS = frozenset({"supersedes"})
 PROPOSAL_DAYS = 30
 # A promotion or a fork copies at most this many memories in one command.
 MAX_COPIES = 1000
+# A run (seed 001's task) proposes at most this many candidates in one scope, unless the
+# org's policy (``max_candidates_per_run``) says otherwise.
+MAX_CANDIDATES_PER_RUN = 3
 
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 # What a promotion copies from a session into its agent's memory: lasting experience
@@ -37,6 +40,7 @@ RelatedIds = Annotated[
     tuple[Annotated[str, Field(min_length=1, max_length=64)], ...], Field(max_length=32)
 ]
 LinkKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+RunId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class Command(BaseModel):
@@ -74,6 +78,9 @@ class RememberMemory(Command):
     expires_at: datetime | None = None
     # Memories this one relates to: each gets a ``related`` link from it.
     related_ids: RelatedIds = ()
+    # The agent run that saves it (seed 001's task): its candidates count toward the
+    # org's cap per run.
+    run_id: RunId | None = None
 
     @field_validator("tags")
     @classmethod
@@ -91,6 +98,7 @@ class CorrectMemory(ItemCommand):
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     user_message: str | None = Field(default=None, max_length=20_000)
     related_ids: RelatedIds = ()
+    run_id: RunId | None = None  # as RememberMemory's: an inference waits as a candidate
 
 
 class RestoreRevision(ItemCommand):

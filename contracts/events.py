@@ -51,6 +51,8 @@ class MemoryRemembered(Event):
     # The member who saved it: in the shared scope, others change it by proposals. None
     # in events written before authors were recorded (anyone may change those).
     author: str | None = None
+    # The agent run that proposed it, when it is a candidate from one (its cap counts it).
+    run_id: str | None = None
 
 
 class MemoryRevised(Event):

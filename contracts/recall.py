@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.commands import ProposableChange
+from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
 
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
 
@@ -124,6 +124,9 @@ class OrgPolicy(BaseModel):
     # (use), and the extractor learns from its turns (generate); a session may override.
     session_use: bool = True
     session_generate: bool = True
+    # How many candidates one agent run may propose in a scope (seed 001: three); None:
+    # no cap (seed 000). Past it, a save that would be a candidate is refused (429).
+    max_candidates_per_run: int | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
 
 
 class Link(BaseModel):

@@ -100,6 +100,7 @@ def build_server(
         pinned: bool = False,
         related_ids: list[str] | None = None,
         user_message: str | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         """Save one concise fact, preference, or decision (at most 4,000 characters)."""
         body = {
@@ -111,6 +112,7 @@ def build_server(
             "pinned": pinned,
             "related_ids": related_ids,
             "user_message": user_message,
+            "run_id": run_id,
         }
         return dict(await api.command("/v1/memories", _present(body)))
 

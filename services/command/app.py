@@ -21,11 +21,11 @@ from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from services.command.adapters.copies import CopySources
 from services.command.adapters.lookups import BatchLookups
+from services.command.adapters.policies import OrgPolicies
 from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
-from services.command.adapters.retention import Retention
 from services.command.adapters.targets import LinkTargets
 from services.command.adapters.writer import PartitionWriter
 from services.command.handlers import routes
@@ -53,7 +53,7 @@ def create_app(
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
         # Shared by the partitions' writers (one retention cache).
-        lookups = BatchLookups(verifier, LinkTargets(pool), Retention(pool), CopySources(pool))
+        lookups = BatchLookups(verifier, LinkTargets(pool), OrgPolicies(pool), CopySources(pool))
 
         def make_writer(partition: int) -> PartitionWriter:
             return PartitionWriter(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from contracts.commands import MAX_CANDIDATES_PER_RUN
 from contracts.events import Sealed
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
@@ -40,6 +41,8 @@ class Context:
     member: str | None = None  # the token's member (an agent acts for one)
     # The org's retention: prior revisions each memory keeps (None: all of them).
     keep_revisions: int | None = None
+    # The org's cap on the candidates one run proposes in a scope (None: no cap).
+    max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
     # A promotion's or a fork's source memories, read by the writer, and the session the
     # token's session forks.
     copies: tuple[Copy, ...] = ()

@@ -34,6 +34,7 @@ from services.command.rules import (
     check_base,
     check_may_forget,
     check_owner,
+    check_run_cap,
     check_superseded_by,
     find_item,
     new_revision,
@@ -92,6 +93,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         check_owner(existing, ctx)
         revised = new_revision(existing, cmd.content, cmd.title, ctx, "corrected")
         return [revised, *related(state, existing.item_id, existing.links, cmd.related_ids, ctx)]
+    if not confirmed:
+        check_run_cap(state, cmd.run_id, ctx)
     item_id = ctx.new_item_id()
     links = related(state, item_id, None, cmd.related_ids, ctx)
     return [
@@ -111,6 +114,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
             expires_at=cmd.expires_at,
             replaces=existing.item_id if existing else None,
             author=ctx.member,
+            run_id=None if confirmed else cmd.run_id,
         ),
         *links,
     ]
@@ -124,6 +128,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
     )
     if item.confirmed and not confirmed:
         # An inference never replaces a confirmed fact: it waits as a candidate.
+        check_run_cap(state, cmd.run_id, ctx)
         new_id = ctx.new_item_id()
         return [
             MemoryRemembered(
@@ -138,6 +143,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
                 content_length=len(cmd.content),
                 replaces=item.item_id,
                 author=ctx.member,
+                run_id=cmd.run_id,
             ),
             *related(state, new_id, None, cmd.related_ids, ctx),
         ]

@@ -75,6 +75,12 @@ class LinkCapacityExceeded(DomainError):
     code, status, title = "link_capacity_exceeded", 422, "Link capacity exceeded"
 
 
+class CandidateLimitReached(DomainError):
+    """A run has proposed as many candidates in this scope as the org's policy allows."""
+
+    code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
+
+
 class Gone(DomainError):
     """The memory was forgotten; nothing of it can come back."""
 

@@ -1,11 +1,12 @@
 """Checks and event builders the decisions share: finding an item, the stale-base and
-author checks, status transitions, a new revision."""
+author checks, a run's cap on candidates, status transitions, a new revision."""
 
 from __future__ import annotations
 
 from contracts.events import Event, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context
 from services.command.errors import (
+    CandidateLimitReached,
     Conflict,
     Forbidden,
     Gone,
@@ -55,6 +56,19 @@ def check_owner(item: Item, ctx: Context) -> None:
             f"(POST /v1/memories/{item.item_id}/propose); its author or an admin merges it",
             item_id=item.item_id,
             author=item.author,
+        )
+
+
+def check_run_cap(state: StreamState, run_id: str | None, ctx: Context) -> None:
+    """A run proposes at most the org's cap of candidates in a scope (seed 001: a task
+    makes at most three proposals); a save without a run is not counted."""
+    cap = ctx.max_candidates_per_run
+    if run_id is not None and cap is not None and state.candidates_of(run_id) >= cap:
+        raise CandidateLimitReached(
+            f"run {run_id} has proposed {cap} candidates in {state.stream_id} already, "
+            "the org's max_candidates_per_run: a person confirms or dismisses them",
+            run_id=run_id,
+            max_candidates_per_run=cap,
         )
 
 

@@ -35,6 +35,8 @@ LinkKey = tuple[str, str]  # (target_id, kind)
 # first answer again. An older save is still known by its item, whose id derives from the
 # command id (``StreamState.first_answer``), so it is never saved twice.
 ANSWERS_KEPT = 1_000
+# A stream counts the candidates of its last this-many runs (the org's cap per run).
+RUNS_KEPT = 1_000
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,12 @@ class StreamState:
     linked: set[str] | None = None
     # Proposals by id (None until the first, as Item.links).
     proposals: dict[str, Proposal] | None = None
+    # run_id -> the candidates that run proposed here, its last RUNS_KEPT runs, oldest
+    # first (None until the first, as Item.links).
+    run_candidates: dict[str, int] | None = None
+
+    def candidates_of(self, run_id: str) -> int:
+        return (self.run_candidates or {}).get(run_id, 0)
 
     def first_answer(self, command_id: str) -> dict[str, Any] | None:
         """What a repeat of this command is answered with, if the stream decided it: its
@@ -157,6 +165,13 @@ def _remembered(state: StreamState, e: MemoryRemembered) -> None:
         revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
         author=e.author,
     )
+    if e.status == "candidate" and e.run_id is not None:
+        if state.run_candidates is None:
+            state.run_candidates = {}
+        runs = state.run_candidates
+        runs[e.run_id] = runs.pop(e.run_id, 0) + 1  # the run moves to the newest end
+        if len(runs) > RUNS_KEPT:
+            del runs[next(iter(runs))]
 
 
 def _revised(state: StreamState, e: MemoryRevised) -> None:

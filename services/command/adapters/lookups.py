@@ -1,6 +1,7 @@
 """What a batch's decisions need from outside their streams, read before deciding, in a
-few round trips per batch: the targets of links into other streams, each org's revision
-retention, and the source memories of a promotion or a fork. ``decide`` gets them through
+few round trips per batch: the targets of links into other streams, each org's limits
+(revision retention, the cap on a run's candidates), and the source memories of a
+promotion or a fork. ``decide`` gets them through
 its ``Context``, as it gets the time and ids."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from contracts.envelope import CommandEnvelope
 from contracts.topics import stream_id
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from services.command.adapters.copies import CopySources
-from services.command.adapters.retention import Retention
+from services.command.adapters.policies import OrgLimits, OrgPolicies
 from services.command.adapters.targets import LinkTargets, Target
 from services.command.context import Copy
 from services.command.state import StreamState
@@ -21,7 +22,7 @@ from services.command.state import StreamState
 @dataclass(frozen=True)
 class Lookups:
     targets: dict[str, Target] = field(default_factory=dict)
-    keep_revisions: dict[str, int | None] = field(default_factory=dict)
+    limits: dict[str, OrgLimits] = field(default_factory=dict)  # by org
     copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)  # by command id
 
 
@@ -29,7 +30,7 @@ class Lookups:
 class BatchLookups:
     verifier: TokenVerifier
     targets: LinkTargets | None = None
-    retention: Retention | None = None
+    policies: OrgPolicies | None = None
     sources: CopySources | None = None
 
     async def gather(
@@ -38,7 +39,7 @@ class BatchLookups:
         envelopes = list(envelopes)
         return Lookups(
             await self._targets(envelopes, states),
-            await self._keep(envelopes),
+            await self._limits(envelopes),
             await self._copies(envelopes),
         )
 
@@ -57,13 +58,11 @@ class BatchLookups:
             wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
         return await self.targets.find(wanted)
 
-    async def _keep(self, envelopes: list[CommandEnvelope]) -> dict[str, int | None]:
-        """The retention policy of each org in the batch."""
-        if self.retention is None:
+    async def _limits(self, envelopes: list[CommandEnvelope]) -> dict[str, OrgLimits]:
+        """The limits of each org in the batch."""
+        if self.policies is None:
             return {}
-        return await self.retention.keep_revisions(
-            {e.stream_id.split("/", 1)[0] for e in envelopes}
-        )
+        return await self.policies.limits({e.stream_id.split("/", 1)[0] for e in envelopes})
 
     async def _copies(self, envelopes: list[CommandEnvelope]) -> dict[str, tuple[Copy, ...]]:
         """The source memories of each promotion (the token's session) and fork (the

@@ -35,6 +35,7 @@ from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.lookups import BatchLookups, Lookups
+from services.command.adapters.policies import OrgLimits
 from services.command.adapters.restore import Restorer
 from services.command.answers import answer, json_errors
 from services.command.context import copy_item_id
@@ -353,6 +354,7 @@ class PartitionWriter:
         looked_up: Lookups,
     ) -> Context:
         master = self._keys.master
+        limits = looked_up.limits.get(principal.org, OrgLimits())
 
         def seal_for(item_id: str, text: str) -> Any:
             return seal(item_id, keys[item_id], text)
@@ -367,7 +369,8 @@ class PartitionWriter:
             is_admin="admin" in principal.roles,
             targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
             member=principal.member,
-            keep_revisions=looked_up.keep_revisions.get(principal.org),
+            keep_revisions=limits.keep_revisions,
+            max_candidates_per_run=limits.max_candidates_per_run,
             copies=looked_up.copies.get(env.command_id, ()),
             fork_of=principal.fork_of,
         )

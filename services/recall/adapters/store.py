@@ -175,6 +175,7 @@ class RecallStore:
                 policy.session_use,
                 policy.session_generate,
                 p.member,
+                policy.max_candidates_per_run,
             )
         return OrgPolicy(**dict(row))
 

@@ -101,18 +101,22 @@ LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(n.item_id) WHERE $5) AS t ON 
 ORDER BY n.ordinality
 
 -- name: org_policy
-SELECT policy, max_items, max_chars, keep_revisions, session_use, session_generate
+SELECT policy, max_items, max_chars, keep_revisions, session_use, session_generate,
+       max_candidates_per_run
 FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
 INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions,
-                                 session_use, session_generate, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                 session_use, session_generate, updated_by,
+                                 max_candidates_per_run)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
     max_chars = EXCLUDED.max_chars, keep_revisions = EXCLUDED.keep_revisions,
     session_use = EXCLUDED.session_use, session_generate = EXCLUDED.session_generate,
+    max_candidates_per_run = EXCLUDED.max_candidates_per_run,
     updated_by = EXCLUDED.updated_by, updated_at = now()
-RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate
+RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate,
+          max_candidates_per_run
 
 -- name: session_switches
 SELECT * FROM recall.session_switches($1, $2, $3)

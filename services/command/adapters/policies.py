@@ -1,0 +1,59 @@
+"""The orgs' policies that the writer decides with: revision retention and the cap on a
+run's candidates.
+
+An admin sets them with the org's policy (recall's ``PUT /v1/policy``, table
+``recall.org_policies``). The writer reads them for the orgs of a batch, at most once per
+``ttl`` seconds per org, so a policy change applies within that time; what a retention
+change prunes is then in the log (``RevisionsPruned``), and a replay prunes the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import asyncpg
+
+from contracts.commands import MAX_CANDIDATES_PER_RUN
+from engram.logging import get_logger
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class OrgLimits:
+    # Prior revisions each memory keeps (None: every revision, seed 000).
+    keep_revisions: int | None = None
+    # Candidates one run may propose in a scope (None: no cap).
+    max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
+
+
+class OrgPolicies:
+    def __init__(self, pool: asyncpg.Pool, ttl: float = 10.0) -> None:
+        self._pool, self._ttl = pool, ttl
+        self._known: dict[str, tuple[OrgLimits, float]] = {}  # org -> (limits, read at)
+
+    async def limits(self, orgs: Collection[str]) -> dict[str, OrgLimits]:
+        """Each org's limits (an org without a policy has the defaults), read again once
+        they are stale."""
+        now = time.monotonic()
+        stale = [o for o in orgs if o not in self._known or now - self._known[o][1] >= self._ttl]
+        if stale:
+            found = await self._read(stale)
+            for org in stale:
+                self._known[org] = (found.get(org, OrgLimits()), now)
+        return {org: self._known[org][0] for org in orgs}
+
+    async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
+        try:
+            rows = await self._pool.fetch(
+                "SELECT org, keep_revisions, max_candidates_per_run "
+                "FROM recall.org_policies WHERE org = ANY($1)",
+                orgs,
+            )
+        except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+            # recall's migrations have not run yet: no policies, the defaults hold
+            log.warning("org_policies_missing", detail="the default limits hold")
+            return {}
+        return {r["org"]: OrgLimits(r["keep_revisions"], r["max_candidates_per_run"]) for r in rows}
