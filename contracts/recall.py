@@ -55,6 +55,10 @@ class ContextEntry(BaseModel):
     why: list[str]
     state: Literal["unchanged", "changed", "forgotten", "unavailable"]
     current_revision: int | None
+    # The memory's title as it is now (seed 001's record of what a task was given); None
+    # when it has none, or once it is forgotten: the title leaves the run's record with the
+    # memory (seed 001's "also remove the title from task records", always).
+    title: str | None = None
 
 
 class ContextResponse(BaseModel):

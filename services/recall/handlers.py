@@ -111,10 +111,11 @@ async def context(request: Request, context_id: str) -> ContextResponse:
 
 
 def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
+    title = None
     if current is None or current["status"] == "forgotten":
         state, revision = "forgotten", None
     else:
-        revision = current["revision"]
+        revision, title = current["revision"], current["title"]
         state = (
             "unavailable"
             if current["status"] != "active"
@@ -128,6 +129,7 @@ def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
         why=given["why"],
         state=state,
         current_revision=revision,
+        title=title,
     )
 
 

@@ -54,7 +54,7 @@ FROM recall.memory_contexts c
 WHERE c.context_id = $1 AND c.org = $2 AND c.member = $3
 
 -- name: current_of
-SELECT item_id, revision, status FROM memory.items WHERE item_id = ANY($1) AND org = $2
+SELECT item_id, revision, status, title FROM memory.items WHERE item_id = ANY($1) AND org = $2
 
 -- name: get_item
 SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags, sources,
