@@ -6,6 +6,7 @@ import base64
 import itertools
 from datetime import UTC, datetime
 
+from contracts.commands import MAX_CANDIDATES_PER_RUN
 from contracts.events import Sealed
 from services.command.core import Context
 
@@ -24,11 +25,13 @@ def unseal(sealed: Sealed) -> str:
 def make_context(scope: str = "member:ana", is_agent: bool = False,
                  is_admin: bool = False, targets: frozenset[str] = frozenset(),
                  member: str = "ana", now: datetime | None = None,
-                 keep_revisions: int | None = None, fork_of: str | None = None) -> Context:
+                 keep_revisions: int | None = None, fork_of: str | None = None,
+                 max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN) -> Context:
     counter = itertools.count(1)
     prefix = next(_ids)
     return Context(scope=scope, is_agent=is_agent, now=now or datetime(2026, 1, 1, tzinfo=UTC),
                    new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
                    content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
                    is_admin=is_admin, targets=targets, member=member,
-                   keep_revisions=keep_revisions, fork_of=fork_of)
+                   keep_revisions=keep_revisions, fork_of=fork_of,
+                   max_candidates_per_run=max_candidates_per_run)

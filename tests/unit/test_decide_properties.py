@@ -25,7 +25,7 @@ def steps(draw: Any) -> tuple[str, dict[str, Any]]:
                                  "link", "unlink"]))
     return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
                   "stale": draw(st.booleans()), "flag": draw(st.booleans()),
-                  "other": draw(SLOT)}
+                  "other": draw(SLOT), "run": draw(st.sampled_from([None, "r1", "r2"]))}
 
 
 def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
@@ -34,9 +34,9 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
     base = current - 1 if a["stale"] and current > 1 else current
     return {
         "remember": lambda: c.RememberMemory(content=a["text"], candidate=a["flag"],
-                                             resave_forgotten=True),
+                                             resave_forgotten=True, run_id=a["run"]),
         "correct": lambda: c.CorrectMemory(item_id=item_id, base_revision=base,
-                                           content=a["text"]),
+                                           content=a["text"], run_id=a["run"]),
         "restore": lambda: c.RestoreRevision(item_id=item_id, base_revision=base, revision=1),
         "undo": lambda: c.UndoChange(item_id=item_id, base_revision=base),
         "pin": lambda: c.PinMemory(item_id=item_id, pinned=a["flag"]),
@@ -55,11 +55,13 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps(), min_size=1, max_size=40), st.one_of(st.none(), st.integers(1, 3)))
-def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int | None
-                                                  ) -> None:
+@given(st.lists(steps(), min_size=1, max_size=40), st.one_of(st.none(), st.integers(1, 3)),
+       st.one_of(st.none(), st.integers(1, 3)))
+def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int | None,
+                                                  cap: int | None) -> None:
     state = StreamState("acme/member:ana")
     ids: list[str] = []
+    proposed: dict[str, int] = {}  # run -> the candidates it proposed
     seq = 0
     for kind, a in sequence:
         item_id = ids[a["slot"] % len(ids)] if ids else "missing"
@@ -67,7 +69,7 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int
         before = state.items.get(item_id, None)
         before_rev, before_status = (before.revision, before.status) if before else (0, None)
         cmd = build(kind, a, item_id, state, other_id)
-        ctx = make_context(is_agent=a["agent"], keep_revisions=keep)
+        ctx = make_context(is_agent=a["agent"], keep_revisions=keep, max_candidates_per_run=cap)
         try:
             events = decide(state, cmd, ctx)
         except Conflict as exc:
@@ -84,6 +86,10 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int
             evolve(state, seq, f"c{seq}", event)
             if isinstance(event, MemoryRemembered):
                 ids.append(event.item_id)
+                if event.status == "candidate" and event.run_id is not None:
+                    proposed[event.run_id] = proposed.get(event.run_id, 0) + 1
+                    # A run never proposes more candidates than the org's cap.
+                    assert cap is None or proposed[event.run_id] <= cap
                 continue
             item = state.items[event.item_id]
             if isinstance(event, MemoryLinked | MemoryUnlinked):

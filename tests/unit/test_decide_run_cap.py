@@ -3,7 +3,6 @@ scope from the log's candidates, set by the org's policy, None for no cap."""
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
 
 import pytest
@@ -27,7 +26,7 @@ def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
 
 
 def agent(cap: int | None = c.MAX_CANDIDATES_PER_RUN) -> Context:
-    return dataclasses.replace(make_context(is_agent=True), max_candidates_per_run=cap)
+    return make_context(is_agent=True, max_candidates_per_run=cap)
 
 
 def propose(state: StreamState, run_id: str | None, ctx: Context, n: int = 1) -> None:
