@@ -184,15 +184,17 @@ def dead_letter(
     return dead_letter_topic(service), key or b"", json_bytes(body)
 
 
-async def publish_commands(bootstrap: str, envelopes: list[Any]) -> None:
-    """Publish CommandEnvelopes as a Kafka caller does: keyed by their stream."""
+async def publish_commands(bootstrap: str, envelopes: list[Any], topic: str = "") -> None:
+    """Publish CommandEnvelopes as a Kafka caller does: keyed by their stream, on
+    ``engram.commands`` (or ``topic``)."""
     from contracts.topics import COMMANDS
 
     out = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await out.start()
     try:
         for env in envelopes:
-            await out.send(COMMANDS, env.model_dump_json().encode(), key=env.stream_id.encode())
+            value, key = env.model_dump_json().encode(), env.stream_id.encode()
+            await out.send(topic or COMMANDS, value, key=key)
         await out.flush()
     finally:
         await out.stop()

@@ -41,8 +41,10 @@ async def eventually(
     raise AssertionError(f"{what} not reached within {deadline} s (last: {last!r})")
 
 
-async def send_commands(bootstrap: str, envelopes: list[CommandEnvelope]) -> None:
-    await publish_commands(bootstrap, envelopes)
+async def send_commands(
+    bootstrap: str, envelopes: list[CommandEnvelope], topic: str = ""
+) -> None:
+    await publish_commands(bootstrap, envelopes, topic)
 
 
 async def read_replies(

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from contracts import topics
@@ -31,6 +32,22 @@ from tests.support import eventually, send_commands
 pytestmark = pytest.mark.integration
 
 SESSION_TIMEOUT_S = 10  # aiokafka's default, which the processor keeps
+
+
+@pytest.fixture
+async def commands_topic(stack_settings: dict[str, str]) -> AsyncIterator[str]:
+    """A private commands topic, partitioned as engram.commands: the stack's own command
+    service never decides these tests' commands, and its pruner, which deletes what that
+    service has decided, never deletes one before a test's writer reads it again."""
+    name = f"test.commands.{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, CommonSettings().partitions, 1)])
+        yield name
+        await admin.delete_topics([name])
+    finally:
+        await admin.close()
 
 
 class SlowWriter:
@@ -52,14 +69,12 @@ class SlowWriter:
 
 
 async def test_a_restore_longer_than_the_session_timeout_keeps_the_partitions(
-    stack_settings: dict[str, str],
+    stack_settings: dict[str, str], commands_topic: str
 ) -> None:
     log: dict[str, Any] = {"starts": [], "seen": []}
     pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
     assert pool is not None
     group = f"test-processor-{uuid.uuid4().hex[:8]}"
-    # Start at the end of engram.commands: the backlog other tests left is not this test's.
-    await _commit_end_offsets(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], group)
     processor = CommandProcessor(
         stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
         group,
@@ -68,6 +83,7 @@ async def test_a_restore_longer_than_the_session_timeout_keeps_the_partitions(
         lambda p: SlowWriter(p, log),  # type: ignore[arg-type,return-value]
         max_batch=100,
         partitions=CommonSettings().partitions,
+        topic=commands_topic,
     )
     run = asyncio.create_task(processor.run())
     try:
@@ -87,6 +103,7 @@ async def test_a_restore_longer_than_the_session_timeout_keeps_the_partitions(
                     payload={"content": "x"},
                 )
             ],
+            commands_topic,
         )
         await eventually(
             lambda: _seen(log, marker), deadline=30, what="the command reached its writer"
@@ -98,17 +115,6 @@ async def test_a_restore_longer_than_the_session_timeout_keeps_the_partitions(
         with pytest.raises(asyncio.CancelledError):
             await run
         await pool.close()
-
-
-async def _commit_end_offsets(bootstrap: str, group: str) -> None:
-    kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await kafka.start()
-    try:
-        tps = [TopicPartition(topics.COMMANDS, p) for p in range(CommonSettings().partitions)]
-        kafka.assign(tps)
-        await kafka.commit(await kafka.end_offsets(tps))
-    finally:
-        await kafka.stop()
 
 
 async def _ready(processor: CommandProcessor, partitions: int) -> bool:
@@ -163,20 +169,16 @@ class GatedFailingWriter(GatedWriter):
 
 
 def _values(records: list[Any]) -> list[bytes]:
-    """A Kafka record's value; a handed-over command's id. The stack's own pruner may add
-    a roll marker to the partition at any time (no command: left out)."""
+    """A Kafka record's value; a handed-over command's id."""
     return [
-        r.envelope.command_id.encode() if isinstance(r, Submitted) else r.value
-        for r in records
-        if isinstance(r, Submitted) or not topics.is_roll_marker(r.headers)
+        r.envelope.command_id.encode() if isinstance(r, Submitted) else r.value for r in records
     ]
 
 
 async def _processor(
-    stack_settings: dict[str, str], make: Any
+    stack_settings: dict[str, str], make: Any, topic: str
 ) -> tuple[CommandProcessor, asyncio.Task[None], asyncpg.Pool]:
     group = f"test-processor-{uuid.uuid4().hex[:8]}"
-    await _commit_end_offsets(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], group)
     pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
     assert pool is not None
     processor = CommandProcessor(
@@ -187,6 +189,7 @@ async def _processor(
         make,
         max_batch=100,
         partitions=CommonSettings().partitions,
+        topic=topic,
     )
     run = asyncio.create_task(processor.run())
     partitions = CommonSettings().partitions
@@ -211,21 +214,23 @@ def _commands(stream_id: str, markers: list[str]) -> list[CommandEnvelope]:
 
 
 async def test_commands_that_wait_for_a_transaction_all_go_into_the_next_one(
-    stack_settings: dict[str, str],
+    stack_settings: dict[str, str], commands_topic: str
 ) -> None:
     log: dict[str, Any] = {"starts": [], "batches": []}
     gate = asyncio.Event()
-    processor, run, pool = await _processor(stack_settings, lambda p: GatedWriter(p, log, gate))
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: GatedWriter(p, log, gate), commands_topic
+    )
     try:
         bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
         stream = f"org-{uuid.uuid4().hex[:6]}/shared"
         partition = topics.partition_for(stream, CommonSettings().partitions)
         first = f"first-{uuid.uuid4()}"
-        await send_commands(bootstrap, _commands(stream, [first]))
+        await send_commands(bootstrap, _commands(stream, [first]), commands_topic)
         await eventually(lambda: _batches(log, partition, 1), deadline=30, what="the first batch")
         # The first transaction is in flight: the next commands queue up behind it.
         later = [f"later-{n}-{uuid.uuid4()}" for n in range(5)]
-        await send_commands(bootstrap, _commands(stream, later))
+        await send_commands(bootstrap, _commands(stream, later), commands_topic)
         worker = processor.workers[partition]
         await eventually(lambda: _queued(worker, 5), deadline=30, what="five commands queued")
         gate.set()
@@ -239,20 +244,22 @@ async def test_commands_that_wait_for_a_transaction_all_go_into_the_next_one(
 
 
 async def test_a_failed_transaction_gets_a_fresh_writer_that_reads_the_commands_again(
-    stack_settings: dict[str, str],
+    stack_settings: dict[str, str], commands_topic: str
 ) -> None:
     log: dict[str, Any] = {"starts": [], "batches": [], "failed": False}
     gate = asyncio.Event()
     gate.set()
     processor, run, pool = await _processor(
-        stack_settings, lambda p: FailingOnceWriter(p, log, gate)
+        stack_settings, lambda p: FailingOnceWriter(p, log, gate), commands_topic
     )
     try:
         partitions = CommonSettings().partitions
         stream = f"org-{uuid.uuid4().hex[:6]}/shared"
         partition = topics.partition_for(stream, partitions)
         marker = f"again-{uuid.uuid4()}"
-        await send_commands(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [marker]))
+        await send_commands(
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [marker]), commands_topic
+        )
         # Seen twice: by the writer whose transaction failed, then by its replacement,
         # which restored (a second start) and read from the committed offset again.
         await eventually(lambda: _seen_times(log, marker, 2), deadline=60, what="a second read")
@@ -278,12 +285,14 @@ async def _seen_times(log: dict[str, Any], marker: str, n: int) -> bool:
 
 
 async def test_a_handed_over_command_reaches_its_partitions_writer(
-    stack_settings: dict[str, str],
+    stack_settings: dict[str, str], commands_topic: str
 ) -> None:
     log: dict[str, Any] = {"starts": [], "batches": []}
     gate = asyncio.Event()
     gate.set()
-    processor, run, pool = await _processor(stack_settings, lambda p: GatedWriter(p, log, gate))
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: GatedWriter(p, log, gate), commands_topic
+    )
     try:
         stream = f"org-{uuid.uuid4().hex[:6]}/shared"
         partition = topics.partition_for(stream, CommonSettings().partitions)
@@ -297,18 +306,20 @@ async def test_a_handed_over_command_reaches_its_partitions_writer(
 
 
 async def test_a_handed_over_command_dropped_by_a_failed_writer_fails_with_not_applied(
-    stack_settings: dict[str, str],
+    stack_settings: dict[str, str], commands_topic: str
 ) -> None:
     log: dict[str, Any] = {"starts": [], "batches": [], "failed": False}
     gate = asyncio.Event()
     processor, run, pool = await _processor(
-        stack_settings, lambda p: GatedFailingWriter(p, log, gate)
+        stack_settings, lambda p: GatedFailingWriter(p, log, gate), commands_topic
     )
     try:
         stream = f"org-{uuid.uuid4().hex[:6]}/shared"
         partition = topics.partition_for(stream, CommonSettings().partitions)
         await send_commands(
-            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [f"first-{uuid.uuid4()}"])
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+            _commands(stream, [f"first-{uuid.uuid4()}"]),
+            commands_topic,
         )
         await eventually(lambda: _batches(log, partition, 1), deadline=30, what="the first batch")
         # Queued behind the transaction that is about to fail: never decided.

@@ -209,7 +209,10 @@ class CommandProcessor:
         make_writer: Callable[[int], PartitionWriter],
         max_batch: int,
         partitions: int,
+        topic: str = topics.COMMANDS,
     ) -> None:
+        """``topic``: the commands it reads (tests read a private one, which the stack's own
+        command service and its pruner never touch)."""
         self.lock = asyncio.Lock()
         self.workers: dict[int, PartitionWorker] = {}
         self.starting: dict[int, asyncio.Task[None]] = {}  # writers still restoring
@@ -219,6 +222,7 @@ class CommandProcessor:
         self._pool = pool
         self._keys = keystore
         self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
+        self._topic = topic
         self.processed = 0
 
     @property
@@ -236,7 +240,7 @@ class CommandProcessor:
         return answer if worker.submit(Submitted(envelope, answer)) else None
 
     async def run(self) -> None:
-        self._consumer.subscribe([topics.COMMANDS], listener=_Rebalance(self))
+        self._consumer.subscribe([self._topic], listener=_Rebalance(self))
         await self._consumer.start()
         try:
             while True:
