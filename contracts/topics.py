@@ -27,6 +27,9 @@ ROLL_MARKER_HEADER = "engram-roll"
 # How old a segment of engram.commands may grow before the next record starts a new one;
 # the pruner rolls and deletes at this pace.
 COMMANDS_SEGMENT_MS = 60_000
+# Kafka's id of a record timestamp that the broker set as it appended the record (the
+# topic's message.timestamp.type=LogAppendTime), which no producer can set back.
+LOG_APPEND_TIME = 1
 
 SERVICES = ("command", "projector", "indexer", "extractor", "recall")
 DAY_MS = 24 * 3600 * 1000
@@ -63,11 +66,17 @@ def topic_specs(partitions: int) -> list[TopicSpec]:
         # decided through a long outage; what is decided the command service deletes
         # (DeleteRecords up to its committed offset, segments rolled every minute, files
         # removed a second after), so forgotten text does not wait out the week on disk.
+        # The broker stamps each command as it appends it: the writer checks a command's
+        # token against that time, so one that waited out an outage is still decided.
         TopicSpec(
             COMMANDS,
             partitions,
             7 * DAY_MS,
-            (("segment.ms", str(COMMANDS_SEGMENT_MS)), ("file.delete.delay.ms", "1000")),
+            (
+                ("segment.ms", str(COMMANDS_SEGMENT_MS)),
+                ("file.delete.delay.ms", "1000"),
+                ("message.timestamp.type", "LogAppendTime"),
+            ),
         ),
         # The log is the source of truth: replay starts at offset 0, forever.
         TopicSpec(EVENTS, partitions, -1),

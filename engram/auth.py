@@ -111,19 +111,28 @@ class TokenVerifier:
                 )
             self._secret = dev_secret()
 
-    def verify(self, token: str) -> Principal:
-        """Verify a token; a token seen before is answered from a small cache until it expires
-        (the writer sees the same caller's token on every command)."""
+    def verify(self, token: str, at: float | None = None) -> Principal:
+        """Verify a token that must be unexpired at ``at`` (epoch seconds; now by default,
+        never later than now): a command read late from the log counts from the time the
+        broker appended it, not from when its writer got to it. A token seen before is
+        answered from a small cache (the writer sees the same caller's token on every
+        command)."""
+        now = time.time()
+        at = now if at is None else min(at, now)
         cached = self._cache.get(token)
-        if cached is not None and cached[1] > time.time():
-            return cached[0]
-        principal, expires = self._verify(token)
-        if len(self._cache) >= 10_000:
-            self._cache.clear()
-        self._cache[token] = (principal, expires)
+        if cached is None:
+            cached = self._verify(token)
+            if len(self._cache) >= 10_000:
+                self._cache.clear()
+            self._cache[token] = cached
+        principal, expires = cached
+        if expires <= at:
+            raise AuthError("invalid bearer token: Signature has expired")
         return principal
 
     def _verify(self, token: str) -> tuple[Principal, float]:
+        """The token's principal and expiry, its signature, audience and issuer checked; its
+        expiry is ``verify``'s to check, against the time it must hold at."""
         try:
             claims = jwt.decode(
                 token,
@@ -131,10 +140,12 @@ class TokenVerifier:
                 algorithms=self._algorithms(),
                 audience=AUDIENCE,
                 issuer=ISSUER,
-                options={"require": ["exp", "org", "sub"]},
+                options={"require": ["exp", "org", "sub"], "verify_exp": False},
             )
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid bearer token: {exc}") from exc
+        if isinstance(claims["exp"], bool) or not isinstance(claims["exp"], int | float):
+            raise AuthError("invalid bearer token: Expiration Time claim (exp) must be a number")
         principal = Principal(
             org=str(claims["org"]),
             member=str(claims["sub"]),

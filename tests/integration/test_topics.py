@@ -3,7 +3,11 @@ a topic made by an older version gets the new settings without being recreated."
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
@@ -26,6 +30,7 @@ async def test_set_up_restores_a_topics_settings(stack_settings: dict[str, str])
             [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, older)])
         old = (await topic_configs(admin, [topics.COMMANDS]))[topics.COMMANDS]
         assert old["segment.ms"] != str(topics.COMMANDS_SEGMENT_MS)
+        assert old["message.timestamp.type"] == "CreateTime"
 
         created = await ensure_topics(bootstrap, CommonSettings().partitions)
 
@@ -33,5 +38,35 @@ async def test_set_up_restores_a_topics_settings(stack_settings: dict[str, str])
         now = (await topic_configs(admin, [topics.COMMANDS]))[topics.COMMANDS]
         assert {k: now[k] for k in spec.config()} == spec.config()
         assert now["segment.ms"] == str(topics.COMMANDS_SEGMENT_MS)
+        assert now["message.timestamp.type"] == "LogAppendTime"
     finally:
         await admin.close()
+
+
+async def test_the_broker_stamps_each_command_as_it_appends_it(
+    stack_settings: dict[str, str],
+) -> None:
+    """A producer's own timestamp is replaced by the append time: the writer checks a
+    command's token against it, and no producer can set it back."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        before = time.time()
+        # A roll marker: a record every writer of the topic commits and otherwise ignores.
+        sent = await producer.send_and_wait(
+            topics.COMMANDS, b"", partition=0, timestamp_ms=int((before - 86_400) * 1000),
+            headers=[(topics.ROLL_MARKER_HEADER, b"1")])
+    finally:
+        await producer.stop()
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await reader.start()
+    try:
+        tp = TopicPartition(topics.COMMANDS, 0)
+        reader.assign([tp])
+        reader.seek(tp, sent.offset)
+        record = await asyncio.wait_for(reader.getone(), 30)
+    finally:
+        await reader.stop()
+    assert record.timestamp_type == topics.LOG_APPEND_TIME
+    assert before - 5 <= record.timestamp / 1000 <= time.time() + 5

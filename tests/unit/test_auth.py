@@ -55,12 +55,29 @@ def test_hs256_tokens_carry_org_member_and_optional_claims() -> None:
             {"sub": "ana", "org": "x", "iss": ISSUER, "aud": "other", "exp": time.time() + 60},
             SECRET,
         ),
+        jwt.encode(
+            {"sub": "ana", "org": "x", "iss": ISSUER, "aud": AUDIENCE, "exp": "tomorrow"},
+            SECRET,
+        ),
         "not a token",
     ],
 )
 def test_bad_tokens_are_refused(bad: str) -> None:
     with pytest.raises(AuthError):
         TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET)).verify(bad)
+
+
+def test_a_token_counts_as_valid_at_the_time_given_never_later_than_now() -> None:
+    verifier = TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET))
+    expired = mint_token(SECRET, org="acme", member="ana", ttl_seconds=-10)
+    # A command the broker appended a minute ago, while its token held: valid at that time.
+    assert verifier.verify(expired, at=time.time() - 60).member == "ana"
+    for at in (None, time.time() - 5, time.time() + 3600):  # now, after expiry, the future
+        with pytest.raises(AuthError, match="expired"):
+            verifier.verify(expired, at=at)
+    fresh = mint_token(SECRET, org="acme", member="ana", ttl_seconds=60)
+    assert verifier.verify(fresh).org == "acme"
+    assert verifier.verify(fresh, at=time.time() + 3600).org == "acme"  # the future is now
 
 
 def test_rs256_with_a_configured_public_key() -> None:

@@ -34,13 +34,18 @@ class BatchLookups:
     sources: CopySources | None = None
 
     async def gather(
-        self, envelopes: Iterable[CommandEnvelope], states: Mapping[str, StreamState]
+        self,
+        envelopes: Iterable[CommandEnvelope],
+        states: Mapping[str, StreamState],
+        appended_at: Mapping[str, float | None] | None = None,
     ) -> Lookups:
+        """``appended_at``: by command id, the time each command's token must hold at, as
+        the writer checks it (None or missing: now)."""
         envelopes = list(envelopes)
         return Lookups(
             await self._targets(envelopes, states),
             await self._limits(envelopes),
-            await self._copies(envelopes),
+            await self._copies(envelopes, appended_at or {}),
         )
 
     async def _targets(
@@ -64,7 +69,9 @@ class BatchLookups:
             return {}
         return await self.policies.limits({e.stream_id.split("/", 1)[0] for e in envelopes})
 
-    async def _copies(self, envelopes: list[CommandEnvelope]) -> dict[str, tuple[Copy, ...]]:
+    async def _copies(
+        self, envelopes: list[CommandEnvelope], appended_at: Mapping[str, float | None]
+    ) -> dict[str, tuple[Copy, ...]]:
         """The source memories of each promotion (the token's session) and fork (the
         session the token's session forks). A token that grants no source finds none; the
         command is then refused when it is decided."""
@@ -73,15 +80,15 @@ class BatchLookups:
         wanted: dict[str, str] = {}
         for env in envelopes:
             if env.type in ("PromoteSession", "ForkSession"):
-                source = self._source(env)
+                source = self._source(env, appended_at.get(env.command_id))
                 if source is not None:
                     wanted[env.command_id] = source
         found = await self.sources.active(set(wanted.values()))
         return {command_id: found[source] for command_id, source in wanted.items()}
 
-    def _source(self, env: CommandEnvelope) -> str | None:
+    def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:
-            principal: Principal = self.verifier.verify(env.token)
+            principal: Principal = self.verifier.verify(env.token, at=at)
             if env.type == "PromoteSession":
                 return principal.stream("session")
         except (AuthError, ScopeError):

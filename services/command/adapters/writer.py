@@ -89,6 +89,16 @@ class Decoded:
     submitted: Submitted | None = None
     marker: bool = False  # the pruner's roll marker: committed with the batch, nothing else
 
+    @property
+    def appended_at(self) -> float | None:
+        """When the broker appended the command (epoch seconds), the time its token must
+        hold at; None (now) for a command handed over in process, or one whose timestamp
+        its producer set."""
+        record = self.record
+        if record is None or record.timestamp_type != topics.LOG_APPEND_TIME:
+            return None
+        return record.timestamp / 1000
+
 
 class PartitionWriter:
     def __init__(
@@ -177,8 +187,13 @@ class PartitionWriter:
         try:
             await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
             envelopes = [d.envelope for d in decoded if d.envelope is not None]
+            appended = {
+                d.envelope.command_id: d.appended_at for d in decoded if d.envelope is not None
+            }
             looked_up = (
-                await self._lookups.gather(envelopes, self.states) if self._lookups else Lookups()
+                await self._lookups.gather(envelopes, self.states, appended)
+                if self._lookups
+                else Lookups()
             )
             keys = await self._prepare_keys(decoded, looked_up)
             t1 = time.perf_counter()
@@ -283,7 +298,7 @@ class PartitionWriter:
             )
             return
         try:
-            principal, cmd = self._authorise(env, keys)
+            principal, cmd = self._authorise(env, keys, d.appended_at)
             ctx = self._context(env, principal, cmd, keys, looked_up)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
@@ -321,9 +336,11 @@ class PartitionWriter:
         if not any(e.item_id == new_item_id(env.command_id) for e in events):
             cleanup.discard.append(new_item_id(env.command_id))
 
-    def _authorise(self, env: CommandEnvelope, keys: dict[str, bytes]) -> tuple[Principal, Command]:
+    def _authorise(
+        self, env: CommandEnvelope, keys: dict[str, bytes], appended_at: float | None
+    ) -> tuple[Principal, Command]:
         try:
-            principal = self._verifier.verify(env.token)
+            principal = self._verifier.verify(env.token, at=appended_at)
         except AuthError as exc:
             raise Unauthenticated(str(exc)) from exc
         model = COMMANDS.get(env.type)
