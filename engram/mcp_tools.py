@@ -132,14 +132,24 @@ def build_server(
         return dict(await api.recall("/v1/memories", {"limit": limit, "cursor": cursor}))
 
     @server.tool(name="memory__ingest")
-    async def ingest(messages: list[str], scope: Scope = "private") -> dict[str, Any]:
+    async def ingest(
+        messages: list[str], scope: Scope = "private", related_ids: list[str] | None = None
+    ) -> dict[str, Any]:
         """Save recent messages as memories, one memory per message."""
-        body = {"messages": [{"content": m} for m in messages], "scope": scope}
-        return dict(await api.command("/v1/memories/ingest", body))
+        body = {
+            "messages": [{"content": m} for m in messages],
+            "scope": scope,
+            "related_ids": related_ids,
+        }
+        return dict(await api.command("/v1/memories/ingest", _present(body)))
 
     @server.tool(name="memory__update")
     async def update(
-        id: str, content: str | None = None, pinned: bool | None = None, reason: str | None = None
+        id: str,
+        content: str | None = None,
+        pinned: bool | None = None,
+        reason: str | None = None,
+        related_ids: list[str] | None = None,
     ) -> dict[str, Any]:
         """Correct an existing memory by ID, its text or only its pin, or, for a
         teammate's, propose the change."""
@@ -149,8 +159,13 @@ def build_server(
         if pinned is not None:
             change = "pin" if pinned else "unpin"
             return await _or_propose(api, id, change, {"scope": scope}, reason)
-        body = {"content": content, "base_revision": revision, "scope": scope}
-        return await _or_propose(api, id, "correct", body, reason)
+        body = {
+            "content": content,
+            "base_revision": revision,
+            "scope": scope,
+            "related_ids": related_ids,
+        }
+        return await _or_propose(api, id, "correct", _present(body), reason)
 
     @server.tool(name="memory__delete")
     async def delete(id: str) -> dict[str, Any]:
@@ -226,6 +241,11 @@ async def _or_propose(
             raise
     if not reason:
         raise ToolError(f"memory {item_id} is a teammate's: give a reason to propose the change")
+    if body.get("related_ids"):
+        raise ToolError(
+            f"memory {item_id} is a teammate's: a proposal cannot add links; propose without "
+            "related_ids, or link from one of your own memories"
+        )
     _, revision = await api.scope_of(item_id)
     proposal = {
         "change": change,

@@ -83,7 +83,8 @@ MAX_MESSAGES = 50
 
 async def ingest(request: Request) -> JSONResponse:
     """Recent messages saved as memories, one each (seed 004's ingest): ``{"messages":
-    [{"content", "kind"?, "id"?}], "scope"?}``. Every message is checked before any is
+    [{"content", "kind"?, "id"?}], "scope"?, "related_ids"?}`` (each memory gets a
+    ``related`` link to each of ``related_ids``). Every message is checked before any is
     sent, so a bad one saves nothing; each answer says what became of its message. An
     ``Idempotency-Key`` makes a retry get the first answers."""
     body = await read_json(request)
@@ -92,7 +93,8 @@ async def ingest(request: Request) -> JSONResponse:
         raise ProblemError(
             422, "Invalid request", f"messages: a list of 1 to {MAX_MESSAGES}", "invalid"
         )
-    payloads = [_message(i, m, body.get("scope", "private")) for i, m in enumerate(messages)]
+    scope, related = body.get("scope", "private"), body.get("related_ids")
+    payloads = [_message(i, m, scope, related) for i, m in enumerate(messages)]
     key = request.headers.get("idempotency-key")
     ids = [
         str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) if key else None
@@ -107,7 +109,7 @@ async def ingest(request: Request) -> JSONResponse:
     return JSONResponse({"results": [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]})
 
 
-def _message(index: int, message: Any, scope: Any) -> dict[str, Any]:
+def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("content"), str):
         raise ProblemError(
             422, "Invalid request", f"messages[{index}]: an object with content", "invalid"
@@ -115,6 +117,8 @@ def _message(index: int, message: Any, scope: Any) -> dict[str, Any]:
     payload = {"content": message["content"], "kind": message.get("kind", "note"), "scope": scope}
     if isinstance(message.get("id"), str):
         payload["sources"] = [message["id"]]
+    if related is not None:
+        payload["related_ids"] = related
     try:
         c.RememberMemory.model_validate(payload)
     except ValidationError as exc:

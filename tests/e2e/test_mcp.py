@@ -68,6 +68,15 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         assert refused.is_error and "invalid" in str(refused.content)
         gone = await call(mcp, "memory__delete", id=other["item_id"])
         assert gone["receipt"]["erased"][0]["item_id"] == other["item_id"]
+        ingested = await call(mcp, "memory__ingest", messages=["Deploys freeze on Dec 20."],
+                              related_ids=[item])
+        [new] = [r["item_id"] for r in ingested["results"]]
+
+        async def related() -> bool:
+            links = (await call(mcp, "memory__list_links", id=item, direction="in"))["links"]
+            return (new, "related") in [(x["source_id"], x["kind"]) for x in links]
+
+        await eventually(related, what="the ingested memory's related link")
 
     # A teammate's memory: memory__update proposes, with a reason, and says so.
     async with Client(build_server(bob.token, services["command"], services["recall"])) as mcp:
@@ -84,6 +93,9 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         assert (pin["status"], pin["proposal_status"]) == ("proposed", "pending")
         both = await mcp.call_tool("memory__update", {"id": item, "content": "x", "pinned": True})
         assert both.is_error and "one change a call" in str(both.content)
+        linking = await mcp.call_tool("memory__update", {
+            "id": item, "content": "Noon.", "reason": "moved", "related_ids": [new]})
+        assert linking.is_error and "cannot add links" in str(linking.content)
 
 
 async def test_engram_mcp_serves_the_tools_over_stdio(services: dict[str, str]) -> None:

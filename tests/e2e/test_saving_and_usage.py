@@ -31,7 +31,7 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
         assert (bad.status_code, bad.json()["index"]) == (422, 2)  # and nothing saved
         key = {"Idempotency-Key": f"ingest-{ana.org}", **ana.headers}
         first = await http.post(f"{command}/v1/memories/ingest", headers=key,
-                                json={"messages": messages})
+                                json={"messages": messages, "related_ids": [lesson]})
         assert first.status_code == 200, first.text
         results = first.json()["results"]
         assert [(x["index"], x["ok"], x["status"]) for x in results] == [
@@ -53,6 +53,11 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
         assert got.json()["sources"] == ["run-9"]
         assert found["Ana owns the release notes."]["kind"] == "fact"
         assert not found["Ana owns the release notes."]["truncated"]
+        # Each ingested message links to the memories the call named (seed 004).
+        links = await http.get(f"{recall}/v1/memories/{lesson}/links", headers=ana.headers,
+                               params={"direction": "in"})
+        assert sorted((x["source_id"], x["kind"]) for x in links.json()["links"]) == sorted(
+            (x["item_id"], "related") for x in results)
 
 
 async def test_a_long_memory_is_listed_as_its_head_and_read_whole_by_id(
