@@ -131,6 +131,9 @@ class OrgPolicy(BaseModel):
     # How many candidates one agent run may propose in a scope (seed 001: three); None:
     # no cap (seed 000). Past it, a save that would be a candidate is refused (429).
     max_candidates_per_run: int | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
+    # Whether the extractor learns into agents' memory from their turns (seed 002's
+    # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
+    agent_memory: bool = True
 
 
 class Link(BaseModel):

@@ -102,6 +102,9 @@ class TurnExtractor:
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
         if principal.session and not await _generates(conn, principal):
             return _skip("generate_off", turn)
+        # An org whose agent memory is off teaches its agents nothing (seed 002).
+        if turn.scope == "agent" and not await _agent_memory(conn, org):
+            return _skip("agent_memory_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from.
         if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
             return _skip("suppressed", turn)
@@ -120,6 +123,14 @@ class TurnExtractor:
             failure = f"AI extraction failed; rule-based proposals were made instead: {exc}"
             return "rules-fallback", select(rule_candidates(message), message), failure
         return "ai", select(found, message), None
+
+
+async def _agent_memory(conn: asyncpg.Connection, org: str) -> bool:
+    try:
+        async with conn.transaction():  # a savepoint, as _generates
+            return bool(await conn.fetchval(Q["agent_memory"], org))
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):  # not migrated: on
+        return True
 
 
 async def _generates(conn: asyncpg.Connection, p: Principal) -> bool:

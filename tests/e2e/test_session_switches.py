@@ -1,17 +1,20 @@
 """Session switches (seed 002): `use` gives a session's runs its own memories, `generate`
 lets the extractor learn from its turns; the org sets the defaults, a session overrides
-each or follows the org again (null)."""
+each or follows the org again (null). The org's `agent_memory` off teaches agents
+nothing from their turns."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
 from contracts import topics
+from contracts.commands import ScopeChoice
 from contracts.conversations import ConversationTurn
 from tests.conftest import Caller, caller
 from tests.support import eventually
@@ -96,10 +99,10 @@ async def test_generate_off_lets_the_extractor_learn_nothing_from_the_session(
         assert await candidates(quiet) == []
 
 
-def turn(who: Caller, turn_id: str, message: str) -> bytes:
+def turn(who: Caller, turn_id: str, message: str, scope: ScopeChoice = "session") -> bytes:
     return ConversationTurn(turn_id=turn_id, run_id="run-1", token=who.token,
                             user_message=message, completed_at=datetime.now(UTC),
-                            scope="session").model_dump_json().encode()
+                            scope=scope).model_dump_json().encode()
 
 
 async def publish(bootstrap: str, *turns: bytes) -> None:
@@ -110,3 +113,47 @@ async def publish(bootstrap: str, *turns: bytes) -> None:
             await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
     finally:
         await producer.stop()
+
+
+async def test_agent_memory_off_lets_agents_learn_nothing_from_their_turns(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    helper, learning = caller(agent="helper"), caller(agent="helper")  # two orgs
+    admin = caller(org=helper.org, member="root", roles=("admin",))
+    recall = services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.put(f"{recall}/v1/policy", headers=admin.headers,
+                           json={"agent_memory": False})
+        assert r.status_code == 200 and r.json()["agent_memory"] is False
+        # One run, so one partition and this order: once the second turn is learned from,
+        # the first has been read too.
+        aisle = "Remember that I prefer aisle seats."
+        await publish(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+                      turn(helper, "t-agent", aisle, "agent"),
+                      turn(learning, "t-agent", aisle, "agent"),
+                      turn(helper, "t-own", "Remember that I prefer window seats.", "private"))
+
+        async def candidates(who: Caller, scope: str) -> list[str]:
+            r = await http.get(f"{recall}/v1/memories", headers=who.headers,
+                               params={"status": "candidate"})
+            return [m["content"] for m in r.json()["memories"] if m["scope"].startswith(scope)]
+
+        async def learned(who: Caller, scope: str) -> list[str] | None:
+            return await candidates(who, scope) or None
+
+        # The org that keeps agent memory on (the default) teaches its agent.
+        assert await eventually(lambda: learned(learning, "agent"),
+                                what="a candidate in the other org's agent memory") == [
+            "I prefer aisle seats."]
+        assert await eventually(lambda: learned(helper, "member"),
+                                what="a candidate in the member's own memory") == [
+            "I prefer window seats."]
+        # The extractor read the agent turn first (one run: one partition, in order) and
+        # skipped it: it records the turns it learned from, and that one is not among them.
+        conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+        try:
+            handled = await conn.fetch("SELECT turn_id FROM extractor.turns WHERE org = $1",
+                                       helper.org)
+        finally:
+            await conn.close()
+        assert [r["turn_id"] for r in handled] == ["t-own"]
+        assert await candidates(helper, "agent") == []

@@ -30,3 +30,7 @@ ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true
 -- The session's `generate` switch as it applies (recall's session switches: its own,
 -- else its fork source's, else the org's default, else on).
 SELECT generate FROM recall.session_switches($1, $2, $3)
+
+-- name: agent_memory
+-- The org's agent memory switch (recall's org policy; on when the org sets none).
+SELECT coalesce((SELECT agent_memory FROM recall.org_policies WHERE org = $1), true)

@@ -176,6 +176,7 @@ class RecallStore:
                 policy.session_generate,
                 p.member,
                 policy.max_candidates_per_run,
+                policy.agent_memory,
             )
         return OrgPolicy(**dict(row))
 

@@ -102,21 +102,22 @@ ORDER BY n.ordinality
 
 -- name: org_policy
 SELECT policy, max_items, max_chars, keep_revisions, session_use, session_generate,
-       max_candidates_per_run
+       max_candidates_per_run, agent_memory
 FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
 INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions,
                                  session_use, session_generate, updated_by,
-                                 max_candidates_per_run)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                 max_candidates_per_run, agent_memory)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
     max_chars = EXCLUDED.max_chars, keep_revisions = EXCLUDED.keep_revisions,
     session_use = EXCLUDED.session_use, session_generate = EXCLUDED.session_generate,
     max_candidates_per_run = EXCLUDED.max_candidates_per_run,
+    agent_memory = EXCLUDED.agent_memory,
     updated_by = EXCLUDED.updated_by, updated_at = now()
 RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate,
-          max_candidates_per_run
+          max_candidates_per_run, agent_memory
 
 -- name: session_switches
 SELECT * FROM recall.session_switches($1, $2, $3)
