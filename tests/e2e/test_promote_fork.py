@@ -73,6 +73,12 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
         view = await http.get(f"{api.recall}/v1/session", headers=fork.headers)
         assert view.json()["settings"] == {"use": True, "generate": False}
         assert view.json()["overrides"]["generate"] is False
+        # The fork keeps them as they were: its source turning learning on changes nothing.
+        r = await http.put(f"{api.recall}/v1/session", headers=sub.headers,
+                           json={"generate": None})
+        assert r.json()["settings"]["generate"] is True
+        view = await http.get(f"{api.recall}/v1/session", headers=fork.headers)
+        assert view.json()["settings"] == {"use": True, "generate": False}
 
         twice = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
         assert (twice.status_code, twice.json()["code"]) == (403, "forbidden")
