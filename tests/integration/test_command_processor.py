@@ -25,8 +25,8 @@ from aiokafka.errors import KafkaError
 from contracts import topics
 from contracts.envelope import CommandEnvelope
 from engram.settings import CommonSettings
+from services.command.adapters.batch import Cleanup, NotApplied, Submitted
 from services.command.adapters.processor import CommandProcessor
-from services.command.adapters.writer import Cleanup, NotApplied, Submitted
 from tests.support import eventually, send_commands
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from contracts.envelope import CommandEnvelope, CommandReply
+from services.command.adapters.batch import NotApplied
 from services.command.adapters.replies import CommandGateway, ReplyTimeout
-from services.command.adapters.writer import NotApplied
 
 
 def _envelope() -> CommandEnvelope:

@@ -32,13 +32,8 @@ from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.writer import (
-    Cleanup,
-    PartitionWriter,
-    Queued,
-    Record,
-    Submitted,
-)
+from services.command.adapters.batch import Cleanup, Queued, Record, Submitted
+from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)
 _READY_ROUNDS = 20  # event-loop turns a batch waits, at most, for commands already here

@@ -20,7 +20,7 @@ from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer, partition_count
 from engram.logging import get_logger
-from services.command.adapters.writer import NotApplied
+from services.command.adapters.batch import NotApplied
 
 log = get_logger(__name__)
 

@@ -18,86 +18,36 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
-from pydantic import ValidationError
 
 from contracts import topics
-from contracts.commands import COMMANDS, Command
 from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
-from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.crypto import SENSITIVE_FIELDS, KeyMissingError, open_payload, seal, sealed_key_ids
+from engram.auth import Principal, TokenVerifier
+from engram.crypto import SENSITIVE_FIELDS
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
-from services.command.adapters.lookups import BatchLookups, Lookups
-from services.command.adapters.policies import OrgLimits
-from services.command.adapters.restore import Restorer
-from services.command.answers import answer, json_errors
-from services.command.context import copy_item_id
-from services.command.core import Context, decide, new_item_id
-from services.command.errors import (
-    DomainError,
-    Forbidden,
-    Gone,
-    InvalidCommand,
-    Unauthenticated,
+from services.command.adapters.admission import authorise, context_for
+from services.command.adapters.batch import (
+    Cleanup,
+    Decoded,
+    Queued,
+    Submitted,
+    decode,
+    keys_needed,
 )
+from services.command.adapters.lookups import BatchLookups, Lookups
+from services.command.adapters.restore import Restorer
+from services.command.answers import answer
+from services.command.core import decide, new_item_id
+from services.command.errors import DomainError
 from services.command.state import StreamState, evolve
 
 log = get_logger(__name__)
-
-
-@dataclass
-class Cleanup:
-    """After commit: keys of forgotten items to shred, unused command keys to discard."""
-
-    shred: list[str] = field(default_factory=list)
-    discard: list[str] = field(default_factory=list)
-
-
-class NotApplied(Exception):
-    """A command handed over in process was not decided, or its transaction failed."""
-
-
-@dataclass
-class Submitted:
-    """A command this instance's HTTP gateway handed over in process."""
-
-    envelope: CommandEnvelope
-    answer: asyncio.Future[CommandReply]
-    timestamp_ms: float = field(default_factory=lambda: time.time() * 1000)
-
-    def fail(self, reason: str) -> None:
-        if not self.answer.done():
-            self.answer.set_exception(NotApplied(reason))
-
-
-Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
-Queued: TypeAlias = "Record | Submitted"
-
-
-@dataclass
-class Decoded:
-    record: Record | None
-    envelope: CommandEnvelope | None = None
-    poison: str | None = None
-    submitted: Submitted | None = None
-    marker: bool = False  # the pruner's roll marker: committed with the batch, nothing else
-
-    @property
-    def appended_at(self) -> float | None:
-        """When the broker appended the command (epoch seconds), the time its token must
-        hold at; None (now) for a command handed over in process, or one whose timestamp
-        its producer set."""
-        record = self.record
-        if record is None or record.timestamp_type != topics.LOG_APPEND_TIME:
-            return None
-        return record.timestamp / 1000
 
 
 class PartitionWriter:
@@ -180,7 +130,7 @@ class PartitionWriter:
     async def process(self, batch: list[Queued]) -> Cleanup:
         """Decide a batch and commit it in one transaction; return the keys to clean up."""
         t0 = time.perf_counter()
-        decoded = [self._decode(item) for item in batch]
+        decoded = [decode(item) for item in batch]
         consumed = [d.record for d in decoded if d.record is not None]
         cleanup = Cleanup()
         self._sent, self._answers = [], []
@@ -234,46 +184,9 @@ class PartitionWriter:
         )
         return cleanup
 
-    def _decode(self, item: Queued) -> Decoded:
-        if isinstance(item, Submitted):
-            return Decoded(None, envelope=item.envelope, submitted=item)
-        record = item
-        if topics.is_roll_marker(record.headers):
-            return Decoded(record, marker=True)
-        try:
-            return Decoded(
-                record, envelope=CommandEnvelope.model_validate_json(record.value or b"")
-            )
-        except ValidationError as exc:
-            return Decoded(record, poison=f"undecodable command envelope: {exc}")
-
     async def _prepare_keys(self, decoded: list[Decoded], looked_up: Lookups) -> dict[str, bytes]:
-        """Fetch or create every data key the batch may seal with, in two round trips."""
-        new: list[tuple[str, str]] = []
-        existing: set[str] = set()
-        for d in decoded:
-            env = d.envelope
-            if env is None:
-                continue
-            org = env.stream_id.split("/", 1)[0]
-            if env.type in ("RememberMemory", "CorrectMemory"):
-                new.append((new_item_id(env.command_id), org))
-            copies = looked_up.copies.get(env.command_id, ())
-            new += [(copy_item_id(new_item_id(env.command_id), s.item_id), org) for s in copies]
-            state = self.states.get(env.stream_id)
-            if state and copies:  # a key the stream holds takes the copy as a revision
-                existing |= {
-                    i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))
-                }
-            if isinstance(item_id := env.payload.get("item_id"), str):
-                existing.add(item_id)
-            if env.type == "RememberMemory" and isinstance(key := env.payload.get("key"), str):
-                # A confirmed save with a known key revises that item, under its key.
-                state = self.states.get(env.stream_id)
-                if state and (same := state.active_by_key(key)):
-                    existing.add(same.item_id)
-            existing |= sealed_key_ids(env.payload)
-        return await self._keys.ensure(new, existing)
+        """Fetch or create every data key the batch may seal with, in one round trip."""
+        return await self._keys.ensure(*keys_needed(decoded, self.states, looked_up))
 
     async def _handle(
         self, d: Decoded, keys: dict[str, bytes], looked_up: Lookups, cleanup: Cleanup
@@ -298,8 +211,10 @@ class PartitionWriter:
             )
             return
         try:
-            principal, cmd = self._authorise(env, keys, d.appended_at)
-            ctx = self._context(env, principal, cmd, keys, looked_up)
+            principal, cmd = authorise(
+                self._verifier, env, keys, d.appended_at, (self.partition, self._partitions)
+            )
+            ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(
@@ -335,62 +250,6 @@ class PartitionWriter:
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         if not any(e.item_id == new_item_id(env.command_id) for e in events):
             cleanup.discard.append(new_item_id(env.command_id))
-
-    def _authorise(
-        self, env: CommandEnvelope, keys: dict[str, bytes], appended_at: float | None
-    ) -> tuple[Principal, Command]:
-        try:
-            principal = self._verifier.verify(env.token, at=appended_at)
-        except AuthError as exc:
-            raise Unauthenticated(str(exc)) from exc
-        model = COMMANDS.get(env.type)
-        if model is None:
-            raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
-        try:
-            cmd = model.model_validate(open_payload(env.payload, keys))
-        except KeyMissingError as exc:
-            raise Gone("the command's text was sealed under a key that is now shredded") from exc
-        except ValidationError as exc:
-            raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
-        try:
-            expected = principal.stream(cmd.scope)
-        except ScopeError as exc:
-            raise Forbidden(str(exc)) from exc
-        if expected != env.stream_id:
-            raise Forbidden(f"stream_id {env.stream_id!r} is not the token's {cmd.scope} scope")
-        if topics.partition_for(env.stream_id, self._partitions) != self.partition:
-            raise InvalidCommand("the command was not keyed by its stream_id")
-        return principal, cmd
-
-    def _context(
-        self,
-        env: CommandEnvelope,
-        principal: Principal,
-        cmd: Command,
-        keys: dict[str, bytes],
-        looked_up: Lookups,
-    ) -> Context:
-        master = self._keys.master
-        limits = looked_up.limits.get(principal.org, OrgLimits())
-
-        def seal_for(item_id: str, text: str) -> Any:
-            return seal(item_id, keys[item_id], text)
-
-        return Context(
-            scope=principal.scope(cmd.scope),
-            is_agent=principal.is_agent,
-            now=datetime.now(UTC),
-            new_item_id=lambda: new_item_id(env.command_id),
-            seal=seal_for,
-            content_hash=lambda text: master.content_hash(principal.org, text),
-            is_admin="admin" in principal.roles,
-            targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
-            member=principal.member,
-            keep_revisions=limits.keep_revisions,
-            max_candidates_per_run=limits.max_candidates_per_run,
-            copies=looked_up.copies.get(env.command_id, ()),
-            fork_of=principal.fork_of,
-        )
 
     async def _append(
         self, state: StreamState, env: CommandEnvelope, principal: Principal, event: Event

@@ -1,0 +1,91 @@
+"""What a command must pass before the writer decides it, and what ``decide`` is given.
+
+A command's token must hold when the broker appended the command (now, for one handed
+over in process); its payload is opened (text the gateway sealed) and validated; its
+stream must be the token's scope, keyed to this partition. Each failure is a typed
+``DomainError``, answered like any rejection.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import topics
+from contracts.commands import COMMANDS, Command
+from contracts.envelope import CommandEnvelope
+from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
+from engram.crypto import KeyMissingError, MasterKey, open_payload, seal
+from services.command.adapters.lookups import Lookups
+from services.command.adapters.policies import OrgLimits
+from services.command.answers import json_errors
+from services.command.context import Context, new_item_id
+from services.command.errors import Forbidden, Gone, InvalidCommand, Unauthenticated
+
+
+def authorise(
+    verifier: TokenVerifier,
+    env: CommandEnvelope,
+    keys: dict[str, bytes],
+    appended_at: float | None,
+    partition: tuple[int, int],
+) -> tuple[Principal, Command]:
+    """The command's principal and its validated command; ``partition``: (this writer's
+    partition, the partition count)."""
+    try:
+        principal = verifier.verify(env.token, at=appended_at)
+    except AuthError as exc:
+        raise Unauthenticated(str(exc)) from exc
+    model = COMMANDS.get(env.type)
+    if model is None:
+        raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
+    try:
+        cmd = model.model_validate(open_payload(env.payload, keys))
+    except KeyMissingError as exc:
+        raise Gone("the command's text was sealed under a key that is now shredded") from exc
+    except ValidationError as exc:
+        raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
+    try:
+        expected = principal.stream(cmd.scope)
+    except ScopeError as exc:
+        raise Forbidden(str(exc)) from exc
+    if expected != env.stream_id:
+        raise Forbidden(f"stream_id {env.stream_id!r} is not the token's {cmd.scope} scope")
+    mine, count = partition
+    if topics.partition_for(env.stream_id, count) != mine:
+        raise InvalidCommand("the command was not keyed by its stream_id")
+    return principal, cmd
+
+
+def context_for(
+    env: CommandEnvelope,
+    principal: Principal,
+    cmd: Command,
+    keys: dict[str, bytes],
+    looked_up: Lookups,
+    master: MasterKey,
+) -> Context:
+    """What ``decide`` gets besides the state: the caller, the time, ids, sealing, and what
+    the batch looked up outside the stream."""
+    limits = looked_up.limits.get(principal.org, OrgLimits())
+
+    def seal_for(item_id: str, text: str) -> Any:
+        return seal(item_id, keys[item_id], text)
+
+    return Context(
+        scope=principal.scope(cmd.scope),
+        is_agent=principal.is_agent,
+        now=datetime.now(UTC),
+        new_item_id=lambda: new_item_id(env.command_id),
+        seal=seal_for,
+        content_hash=lambda text: master.content_hash(principal.org, text),
+        is_admin="admin" in principal.roles,
+        targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
+        member=principal.member,
+        keep_revisions=limits.keep_revisions,
+        max_candidates_per_run=limits.max_candidates_per_run,
+        copies=looked_up.copies.get(env.command_id, ()),
+        fork_of=principal.fork_of,
+    )

@@ -1,0 +1,112 @@
+"""What a writer's batch is made of: commands read from ``engram.commands`` or handed over
+in process by this instance's HTTP gateway, decoded; the data keys they may seal with;
+and what is left to clean up once the batch has committed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from aiokafka import ConsumerRecord
+from pydantic import ValidationError
+
+from contracts import topics
+from contracts.envelope import CommandEnvelope, CommandReply
+from engram.crypto import sealed_key_ids
+from services.command.adapters.lookups import Lookups
+from services.command.context import copy_item_id, new_item_id
+from services.command.state import StreamState
+
+
+@dataclass
+class Cleanup:
+    """After commit: keys of forgotten items to shred, unused command keys to discard."""
+
+    shred: list[str] = field(default_factory=list)
+    discard: list[str] = field(default_factory=list)
+
+
+class NotApplied(Exception):
+    """A command handed over in process was not decided, or its transaction failed."""
+
+
+@dataclass
+class Submitted:
+    """A command this instance's HTTP gateway handed over in process."""
+
+    envelope: CommandEnvelope
+    answer: asyncio.Future[CommandReply]
+    timestamp_ms: float = field(default_factory=lambda: time.time() * 1000)
+
+    def fail(self, reason: str) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(NotApplied(reason))
+
+
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
+Queued: TypeAlias = "Record | Submitted"
+
+
+@dataclass
+class Decoded:
+    record: Record | None
+    envelope: CommandEnvelope | None = None
+    poison: str | None = None
+    submitted: Submitted | None = None
+    marker: bool = False  # the pruner's roll marker: committed with the batch, nothing else
+
+    @property
+    def appended_at(self) -> float | None:
+        """When the broker appended the command (epoch seconds), the time its token must
+        hold at; None (now) for a command handed over in process, or one whose timestamp
+        its producer set."""
+        record = self.record
+        if record is None or record.timestamp_type != topics.LOG_APPEND_TIME:
+            return None
+        return record.timestamp / 1000
+
+
+def decode(item: Queued) -> Decoded:
+    """A queued command as the writer takes it: handed over, a roll marker, a command
+    envelope, or poison (with why)."""
+    if isinstance(item, Submitted):
+        return Decoded(None, envelope=item.envelope, submitted=item)
+    record = item
+    if topics.is_roll_marker(record.headers):
+        return Decoded(record, marker=True)
+    try:
+        return Decoded(record, envelope=CommandEnvelope.model_validate_json(record.value or b""))
+    except ValidationError as exc:
+        return Decoded(record, poison=f"undecodable command envelope: {exc}")
+
+
+def keys_needed(
+    decoded: list[Decoded], states: Mapping[str, StreamState], looked_up: Lookups
+) -> tuple[list[tuple[str, str]], set[str]]:
+    """The data keys a batch may seal with: ``(item_id, org)`` of each it may create (a
+    new item's, a copy's), and the ids of the existing ones it may need."""
+    new: list[tuple[str, str]] = []
+    existing: set[str] = set()
+    for d in decoded:
+        env = d.envelope
+        if env is None:
+            continue
+        org = env.stream_id.split("/", 1)[0]
+        if env.type in ("RememberMemory", "CorrectMemory"):
+            new.append((new_item_id(env.command_id), org))
+        copies = looked_up.copies.get(env.command_id, ())
+        new += [(copy_item_id(new_item_id(env.command_id), s.item_id), org) for s in copies]
+        state = states.get(env.stream_id)
+        if state and copies:  # a key the stream holds takes the copy as a revision
+            existing |= {i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))}
+        if isinstance(item_id := env.payload.get("item_id"), str):
+            existing.add(item_id)
+        key = env.payload.get("key") if env.type == "RememberMemory" else None
+        # A confirmed save with a known key revises that item, under its key.
+        if state and isinstance(key, str) and (same := state.active_by_key(key)):
+            existing.add(same.item_id)
+        existing |= sealed_key_ids(env.payload)
+    return new, existing
