@@ -148,8 +148,13 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
         state.results[command_id].update(
             proposal_id=event.proposal_id, proposal_status=proposal.status
         )
-    if len(state.results) > ANSWERS_KEPT:  # one in, the oldest out
-        del state.results[next(iter(state.results))]
+    _keep_newest(state.results, ANSWERS_KEPT)
+
+
+def _keep_newest(entries: dict[str, Any], kept: int) -> None:
+    """Drop the oldest entries (a dict keeps insertion order) beyond ``kept``."""
+    while len(entries) > kept:
+        del entries[next(iter(entries))]
 
 
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:
@@ -170,8 +175,7 @@ def _remembered(state: StreamState, e: MemoryRemembered) -> None:
             state.run_candidates = {}
         runs = state.run_candidates
         runs[e.run_id] = runs.pop(e.run_id, 0) + 1  # the run moves to the newest end
-        if len(runs) > RUNS_KEPT:
-            del runs[next(iter(runs))]
+        _keep_newest(runs, RUNS_KEPT)
 
 
 def _revised(state: StreamState, e: MemoryRevised) -> None:

@@ -100,10 +100,12 @@ class TurnExtractor:
         if await conn.fetchval(Q["turn_method"], org, turn.turn_id) is not None:
             return _skip("already_handled", turn)
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
-        if principal.session and not await _generates(conn, principal):
+        if principal.session and not await _switched_on(
+            conn, "generate", org, principal.session, principal.fork_of
+        ):
             return _skip("generate_off", turn)
         # An org whose agent memory is off teaches its agents nothing (seed 002).
-        if turn.scope == "agent" and not await _agent_memory(conn, org):
+        if turn.scope == "agent" and not await _switched_on(conn, "agent_memory", org):
             return _skip("agent_memory_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from.
         if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
@@ -125,19 +127,16 @@ class TurnExtractor:
         return "ai", select(found, message), None
 
 
-async def _agent_memory(conn: asyncpg.Connection, org: str) -> bool:
-    try:
-        async with conn.transaction():  # a savepoint, as _generates
-            return bool(await conn.fetchval(Q["agent_memory"], org))
-    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):  # not migrated: on
-        return True
-
-
-async def _generates(conn: asyncpg.Connection, p: Principal) -> bool:
+async def _switched_on(conn: asyncpg.Connection, query: str, *args: Any) -> bool:
+    """A switch of recall's policies (a session's ``generate``, the org's agent memory)."""
     try:
         async with conn.transaction():  # a savepoint: a failure here spoils no batch
-            return bool(await conn.fetchval(Q["generate"], p.org, p.session, p.fork_of))
-    except asyncpg.UndefinedFunctionError:  # recall's migrations have not run: all on
+            return bool(await conn.fetchval(Q[query], *args))
+    except (
+        asyncpg.UndefinedFunctionError,
+        asyncpg.UndefinedTableError,
+        asyncpg.UndefinedColumnError,
+    ):  # recall's migrations have not run: all on
         return True
 
 

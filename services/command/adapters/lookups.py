@@ -1,8 +1,8 @@
 """What a batch's decisions need from outside their streams, read before deciding, in a
 few round trips per batch: the targets of links into other streams, each org's limits
 (revision retention, the cap on a run's candidates), and the source memories of a
-promotion or a fork. ``decide`` gets them through
-its ``Context``, as it gets the time and ids."""
+promotion or a fork. ``decide`` gets them through its ``Context``, as it gets the time
+and ids."""
 
 from __future__ import annotations
 
