@@ -74,6 +74,9 @@ class RememberMemory(Command):
     resave_forgotten: bool = False
     # Propose only: extraction and suggestions always wait for a person.
     candidate: bool = False
+    # Proposed by the extractor from a conversation turn (the change log says so): only
+    # ever a candidate.
+    extracted: bool = False
     # A fact that stops counting at this time (it then counts as expired).
     expires_at: datetime | None = None
     # Memories this one relates to: each gets a ``related`` link from it.
@@ -88,6 +91,12 @@ class RememberMemory(Command):
         if any(not t or len(t) > 64 for t in tags):
             raise ValueError("each tag must have 1 to 64 characters")
         return tags
+
+    @model_validator(mode="after")
+    def _extraction_proposes(self) -> RememberMemory:
+        if self.extracted and not self.candidate:
+            raise ValueError("an extracted memory is only ever a candidate: set candidate")
+        return self
 
 
 class CorrectMemory(ItemCommand):

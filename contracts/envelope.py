@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,12 @@ class Actor(BaseModel):
     session: str | None = None
     project: str | None = None
     roles: tuple[str, ...] = ()
+
+
+# What made a change (seed 002's memory log names "consolidation, person or promotion"): a
+# person, an agent, the extractor learning from a conversation, a session's promotion or
+# fork into another scope, or a proposal merged by the memory's author or an admin.
+MadeBy = Literal["person", "agent", "extraction", "promotion", "fork", "proposal"]
 
 
 class CommandEnvelope(BaseModel):
@@ -52,6 +58,7 @@ class EventHeader(BaseModel):
     command_id: str
     occurred_at: datetime
     actor: Actor
+    made_by: MadeBy | None = None  # None in events written before it was recorded
 
 
 class EventEnvelope(EventHeader):

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
+from contracts.envelope import MadeBy
 
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
 
@@ -221,6 +222,9 @@ class Change(BaseModel):
     key: str | None  # the memory's key, when it has one (NULL once forgotten)
     member: str
     agent: str | None  # set when an agent (or extraction acting for one) made it
+    # What made it: person, agent, extraction (the extractor's candidate), promotion, fork
+    # or proposal (a merged one); None for changes recorded before this was.
+    made_by: MadeBy | None
     command_id: str
     occurred_at: datetime
 

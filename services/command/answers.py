@@ -1,6 +1,6 @@
-"""What the writer answers a decided command with (pure): the changed item's state, a
-clear's or a forget's receipt, a promotion's or a fork's copies; and a validation error's
-details as a caller reads them."""
+"""What the writer answers a command with (pure): its reply, accepted or refused; the
+changed item's state, a clear's or a forget's receipt, a promotion's or a fork's copies;
+and a validation error's details as a caller reads them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,36 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession, PromoteSession
+from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten
+from engram.crypto import SENSITIVE_FIELDS
+from services.command.errors import DomainError
 from services.command.state import StreamState
+
+
+def accepted(
+    env: CommandEnvelope, result: dict[str, Any], events: list[str] | None = None
+) -> CommandReply:
+    """A decided command's reply (a repeat's too: its first answer, marked duplicate)."""
+    return CommandReply(
+        command_id=env.command_id,
+        ok=True,
+        stream_id=env.stream_id,
+        result=result,
+        events=events or [],
+    )
+
+
+def refused(env: CommandEnvelope, exc: DomainError) -> CommandReply:
+    """A typed rejection. It may travel on engram.replies, a plain Kafka log: the caller's
+    text stays out of it (the HTTP gateway gives it back to its own caller)."""
+    extra = {k: v for k, v in exc.extra.items() if k not in SENSITIVE_FIELDS}
+    return CommandReply(
+        command_id=env.command_id,
+        ok=False,
+        stream_id=env.stream_id,
+        rejection=exc.rejection().model_copy(update={"extra": extra}),
+    )
 
 
 def answer(

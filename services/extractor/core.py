@@ -97,6 +97,7 @@ def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> Re
         sources=tuple(dict.fromkeys((turn.turn_id, *turn.sources))),
         user_message=turn.user_message,
         candidate=True,
+        extracted=True,
     )
 
 

@@ -261,6 +261,7 @@ def _audit_row(env: EventHeader, event: Event) -> tuple[Any, ...]:
         env.actor.model_dump_json(),
         env.command_id,
         env.occurred_at,
+        env.made_by,
     )
 
 

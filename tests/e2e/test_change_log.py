@@ -42,9 +42,10 @@ async def test_agent_memory_has_a_versioned_change_log(services: dict[str, str])
             return changes if len(changes) == 2 else None
 
         changes = await eventually(log, what="two changes in the agent's log")
-        assert [(c["version"], c["type"], c["key"], c["agent"]) for c in changes] == [
-            (1, "MemoryRemembered", "tests-first", "helper"),
-            (2, "MemoryRevised", "tests-first", "helper")]
+        assert [(c["version"], c["type"], c["key"], c["agent"], c["made_by"])
+                for c in changes] == [
+            (1, "MemoryRemembered", "tests-first", "helper", "agent"),
+            (2, "MemoryRevised", "tests-first", "helper", "agent")]
         later = await http.get(f"{recall}/v1/changes", headers=agent.headers,
                                params={"scope": "agent", "after": 1})
         assert [c["version"] for c in later.json()["changes"]] == [2]

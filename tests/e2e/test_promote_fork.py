@@ -36,6 +36,11 @@ class Api(ServicesApi):
 
         return await eventually(probe, what=f"{count} memories in {scope}")
 
+    async def made_by(self, who: Caller, scope: str) -> list[tuple[str, str]]:
+        r = await self.http.get(f"{self.recall}/v1/changes", headers=who.headers,
+                                params={"scope": scope})
+        return [(c["type"], c["made_by"]) for c in r.json()["changes"]]
+
 
 async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all(
         services: dict[str, str]) -> None:
@@ -56,6 +61,8 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
         assert (entry["kind"], entry["key"]) == ("procedure", "tests-first")
         again = await http.post(f"{api.command}/v1/session/promote", headers=sub.headers)
         assert again.json()["copied"] == []  # held already: nothing twice
+        # The agent's change log says what made the entry (seed 002: "promotion").
+        assert await api.made_by(sub, "agent") == [("MemoryRemembered", "promotion")]
 
         # The parent session turned learning off; a fork of it keeps that, and its memory.
         r = await http.put(f"{api.recall}/v1/session", headers=sub.headers,
@@ -67,6 +74,8 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
         assert forked.status_code == 200, forked.text
         assert len(forked.json()["copied"]) == 2
         copies = await api.until(fork, "session:sub-2", 2)
+        assert await api.made_by(fork, "session") == [("MemoryRemembered", "fork")] * 2
+        assert await api.made_by(sub, "session") == [("MemoryRemembered", "agent")] * 2
         copy_id = copies["Run the tests before you report."]["item_id"]
         got = await http.get(f"{api.recall}/v1/memories/{copy_id}", headers=fork.headers)
         assert got.json()["sources"][0] == source  # each copy names what it copies

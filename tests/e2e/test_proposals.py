@@ -83,6 +83,11 @@ async def test_a_teammate_proposes_and_the_author_merges(services: dict[str, str
             return (await api.memory(bob, item)).get("content") == "Standup is at 10:00."
 
         await eventually(corrected, what="the merged text in recall")
+        log = await api.http.get(f"{api.recall}/v1/changes", headers=ana.headers,
+                                 params={"scope": "shared"})
+        assert [(c["type"], c["member"], c["made_by"]) for c in log.json()["changes"]] == [
+            ("MemoryRemembered", "ana", "person"), ("ChangeProposed", "bob", "person"),
+            ("MemoryRevised", "ana", "proposal"), ("ProposalResolved", "ana", "proposal")]
         again = await api.post(ana, f"/v1/proposals/{pid}/reject")
         assert (again.status_code, again.json()["code"]) == (409, "conflict")
 

@@ -97,6 +97,11 @@ async def test_generate_off_lets_the_extractor_learn_nothing_from_the_session(
         assert await eventually(learned, what="a candidate from the chatty session") == [
             "I prefer window seats."]
         assert await candidates(quiet) == []
+        # The session's change log says the extractor made it (seed 002's consolidation).
+        r = await http.get(f"{services['recall']}/v1/changes", headers=chatty.headers,
+                           params={"scope": "session"})
+        assert [(c["type"], c["made_by"]) for c in r.json()["changes"]] == [
+            ("MemoryRemembered", "extraction")]
 
 
 def turn(who: Caller, turn_id: str, message: str, scope: ScopeChoice = "session") -> bytes:

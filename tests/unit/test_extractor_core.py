@@ -81,6 +81,7 @@ def test_proposals_are_candidates_acting_with_the_turns_token() -> None:
     assert envelope.issued_at == NOW
     command = RememberMemory.model_validate(envelope.payload)
     assert command.candidate is True
+    assert command.extracted is True  # the change log says the extractor made it
     assert command.scope == "private"
     assert command.kind == "preference"
     assert command.content == "I prefer short answers."

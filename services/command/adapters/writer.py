@@ -24,10 +24,9 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from contracts import topics
-from contracts.envelope import CommandEnvelope, CommandReply, EventEnvelope
+from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
-from engram.auth import Principal, TokenVerifier
-from engram.crypto import SENSITIVE_FIELDS
+from engram.auth import TokenVerifier
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
@@ -42,9 +41,10 @@ from services.command.adapters.batch import (
 )
 from services.command.adapters.lookups import BatchLookups, Lookups
 from services.command.adapters.restore import Restorer
-from services.command.answers import answer
+from services.command.answers import accepted, answer, refused
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError
+from services.command.origin import made_by
 from services.command.state import StreamState, evolve
 
 log = get_logger(__name__)
@@ -200,15 +200,7 @@ class PartitionWriter:
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
-            await self._reply(
-                d,
-                CommandReply(
-                    command_id=env.command_id,
-                    ok=True,
-                    stream_id=env.stream_id,
-                    result={**first, "duplicate": True},
-                ),
-            )
+            await self._reply(d, accepted(env, {**first, "duplicate": True}))
             return
         try:
             principal, cmd = authorise(
@@ -217,42 +209,19 @@ class PartitionWriter:
             ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
-            await self._reply(
-                d,
-                CommandReply(
-                    command_id=env.command_id,
-                    ok=False,
-                    stream_id=env.stream_id,
-                    rejection=exc.rejection().model_copy(
-                        update={
-                            "extra": {
-                                k: v for k, v in exc.extra.items() if k not in SENSITIVE_FIELDS
-                            }
-                        }
-                    ),
-                ),
-            )
+            await self._reply(d, refused(env, exc))
             # The key made for a new item of this command sealed nothing that stays.
             cleanup.discard.append(new_item_id(env.command_id))
             return
-        ids = [await self._append(state, env, principal, e) for e in events]
-        result = answer(cmd, state, env.command_id, events)
-        await self._reply(
-            d,
-            CommandReply(
-                command_id=env.command_id,
-                ok=True,
-                stream_id=env.stream_id,
-                result=result,
-                events=ids,
-            ),
-        )
+        actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
+        ids = [await self._append(state, env, actor, made, e) for e in events]
+        await self._reply(d, accepted(env, answer(cmd, state, env.command_id, events), ids))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         if not any(e.item_id == new_item_id(env.command_id) for e in events):
             cleanup.discard.append(new_item_id(env.command_id))
 
     async def _append(
-        self, state: StreamState, env: CommandEnvelope, principal: Principal, event: Event
+        self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event
     ) -> str:
         name = type(event).__name__
         envelope = EventEnvelope(
@@ -263,7 +232,8 @@ class PartitionWriter:
             seq=state.seq + 1,
             command_id=env.command_id,
             occurred_at=datetime.now(UTC),
-            actor=principal.actor(),
+            actor=actor,
+            made_by=made,
             payload=event.model_dump(mode="json"),
         )
         evolve(state, envelope.seq, env.command_id, event)

@@ -176,9 +176,9 @@ WHERE item_id = $1 AND org = $2
 ORDER BY revision DESC
 
 -- name: changes
--- One scope's changes after version $2, oldest first: each event with who made it.
+-- One scope's changes after version $2, oldest first: each event with who and what made it.
 SELECT a.seq AS version, a.type, a.item_id, a.revision, i.key,
-       a.actor ->> 'member' AS member, a.actor ->> 'agent' AS agent, a.command_id,
+       a.actor ->> 'member' AS member, a.actor ->> 'agent' AS agent, a.made_by, a.command_id,
        a.occurred_at
 FROM memory.audit a
 LEFT JOIN memory.items i ON i.item_id = a.item_id
