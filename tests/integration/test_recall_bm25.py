@@ -12,7 +12,8 @@ import pytest
 
 from engram.auth import Principal
 from engram.db import with_user
-from services.recall.adapters.store import SCOPED, RecallStore, scopes_literal
+from services.recall.adapters.scoped import SCOPED, scopes_literal
+from services.recall.adapters.store import RecallStore
 from tests.support import insert_item
 
 pytestmark = pytest.mark.integration

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from contextvars import ContextVar
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from contracts.commands import PROPOSAL_DAYS
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
 from engram.db import load_queries
+from services.recall.adapters.scoped import apart, as_principal
 from services.recall.core import Candidate, Ranking, TermStats, or_query
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
@@ -48,42 +47,6 @@ def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
     )
 
 
-SCOPED = (
-    "SELECT set_config('engram.org', $1, true), set_config('engram.scopes', $2, true), "
-    "set_config('engram.member', $3, true)"
-)
-
-
-def scopes_literal(scopes: list[str]) -> str:
-    """A Postgres text[] literal; every element quoted, so no scope can break out."""
-    quoted = ('"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"' for s in scopes)
-    return "{" + ",".join(quoted) + "}"
-
-
-# The transaction a packet runs in: every read of one request shares it, instead of
-# paying BEGIN / set_config / COMMIT for each of them.
-_SESSION: ContextVar[tuple[Principal, asyncpg.Connection] | None] = ContextVar(
-    "recall_session", default=None
-)
-
-
-@asynccontextmanager
-async def as_principal(pool: asyncpg.Pool, p: Principal) -> AsyncIterator[asyncpg.Connection]:
-    """A transaction in which row-level security shows only what ``p`` may see (the
-    request's open one, when it already has one for the same principal)."""
-    current = _SESSION.get()
-    if current is not None and current[0] == p:
-        yield current[1]
-        return
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(SCOPED, p.org, scopes_literal(p.visible_scopes()), p.member)
-        token = _SESSION.set((p, conn))
-        try:
-            yield conn
-        finally:
-            _SESSION.reset(token)
-
-
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -92,17 +55,9 @@ class RecallStore:
         """One transaction for all the reads (and the context write) of a request."""
         return as_principal(self._pool, p)
 
-    @asynccontextmanager
-    async def alongside(self, p: Principal) -> AsyncIterator[asyncpg.Connection]:
-        """A second transaction for the same principal, for a read that runs at the same
-        time as the request's own (a connection answers one statement at a time). Use it
-        in its own task: the reads inside it go to this transaction."""
-        token = _SESSION.set(None)
-        try:
-            async with as_principal(self._pool, p) as conn:
-                yield conn
-        finally:
-            _SESSION.reset(token)
+    def alongside(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
+        """A second transaction for the same principal (``scoped.apart``)."""
+        return apart(self._pool, p)
 
     async def full_text(
         self,
