@@ -13,7 +13,8 @@ import contextlib
 
 import psutil
 
-from engram.devstack import read_live_pid, resolve_state
+from engram.devstack import resolve_state
+from engram.devstack.processes import read_live_pid
 
 PARTS = ("command", "projector", "indexer", "extractor", "recall", "kafka", "postgres")
 

@@ -22,6 +22,8 @@ from engram.devstack import (
     resolve_state,
     services,
     stack,
+)
+from engram.devstack.processes import (
     tail,
 )
 

@@ -26,6 +26,8 @@ from engram.devstack import (
     Progress,
     StartResult,
     StatePaths,
+)
+from engram.devstack.processes import (
     adopt_listener,
     describe_listener,
     port_open,

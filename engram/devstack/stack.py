@@ -29,9 +29,11 @@ from engram.devstack import (
     kafka,
     postgres,
     resolve_state,
-    run_sync,
     services,
     state_lock,
+)
+from engram.devstack.processes import (
+    run_sync,
 )
 
 KAFKA_TIMEOUT = 90.0

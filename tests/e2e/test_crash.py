@@ -19,8 +19,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, EventEnvelope
 from engram.crypto import MasterKey, load_master_key
-from engram.devstack import process_alive, resolve_state, stack
+from engram.devstack import resolve_state, stack
 from engram.devstack import services as devservices
+from engram.devstack.processes import process_alive
 from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.command.core import new_item_id

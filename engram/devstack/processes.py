@@ -1,0 +1,306 @@
+"""The dev stack's processes: pid files, listeners, detached children, their logs, and
+deadline-bound waits for them to answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+from engram.devstack import HOST, DevstackError, Progress
+
+LOG_TAIL_LINES = 30
+_LOG_BANNER = "===== engram devstack:"
+
+T = TypeVar("T")
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def process_alive(pid: int) -> bool:
+    """True for a live process; a zombie (exited, not yet reaped) counts as dead."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def write_pidfile(path: Path, pid: int) -> None:
+    # The start time guards against pid reuse after a reboot or a long time stopped.
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = 0.0
+    path.write_text(f"{pid} {started:.2f}\n")
+
+
+def read_live_pid(path: Path) -> int | None:
+    """The pid recorded in ``path`` if that very process is still alive, else None."""
+    try:
+        fields = path.read_text().split()
+        pid = int(fields[0])
+        recorded = float(fields[1]) if len(fields) > 1 else 0.0
+    except (OSError, ValueError, IndexError):
+        return None
+    if not process_alive(pid):
+        return None
+    with contextlib.suppress(psutil.Error):
+        if recorded and abs(psutil.Process(pid).create_time() - recorded) > 1.0:
+            return None
+    return pid
+
+
+def listener_pid(port: int) -> int | None:
+    """Pid of the process listening on TCP ``port`` (any address), or None."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.Error:
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            return int(conn.pid) if conn.pid else None
+    return None
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
+
+
+def adopt_listener(port: int, marker: str) -> int | None:
+    """Pid of the listener on ``port`` when its command line shows it is our kind of process.
+
+    Lets ``status``/``down`` handle a part whose pid file was lost, without ever touching an
+    unrelated program that happens to use the port.
+    """
+    pid = listener_pid(port)
+    if pid is not None and marker in cmdline(pid):
+        return pid
+    return None
+
+
+def describe_listener(port: int) -> str:
+    pid = listener_pid(port)
+    if pid is None:
+        return f"port {port} is in use"
+    return f"port {port} is in use by pid {pid} ({cmdline(pid)[:160] or 'unknown command'})"
+
+
+async def port_open(port: int, host: str = HOST, timeout: float = 1.0) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+def spawn_detached(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    what: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a long-lived process that outlives us: own session, output appended to a log file."""
+    append_banner(log_path, f"starting {what}")
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # A new session keeps Ctrl-C in the launching terminal and SIGHUP at logout away
+            # from the part, and makes it the leader of a process group we can signal whole.
+            start_new_session=True,
+            close_fds=True,
+            **_user_kwargs(user),
+        )
+
+
+def _user_kwargs(user: str | None) -> dict[str, Any]:
+    if user is None:
+        return {}
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    # Without group/extra_groups the child would keep root's groups next to the new uid.
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def run_logged(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    what: str,
+    timeout: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
+) -> None:
+    """Run a short setup command to completion, output appended to ``log_path``."""
+    append_banner(log_path, what)
+    with log_path.open("ab") as log:
+        try:
+            completed = subprocess.run(
+                list(argv),
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+                **_user_kwargs(user),
+            )
+        except subprocess.TimeoutExpired:
+            raise DevstackError(
+                f"{what} did not finish within {timeout:.0f} s.\n{tail_report(log_path)}"
+            ) from None
+    if completed.returncode != 0:
+        raise DevstackError(
+            f"{what} failed with exit code {completed.returncode}.\n{tail_report(log_path)}"
+        )
+
+
+def terminate(
+    pids: Sequence[int],
+    *,
+    sig: signal.Signals = signal.SIGTERM,
+    grace: float,
+    group: bool = False,
+) -> list[int]:
+    """Send ``sig``, wait up to ``grace`` seconds, then SIGKILL. Returns the pids killed hard."""
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    for proc in procs:
+        _signal(proc.pid, sig, group)
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        _signal(proc.pid, signal.SIGKILL, group)
+    psutil.wait_procs(alive, timeout=10)
+    return [proc.pid for proc in alive]
+
+
+def _signal(pid: int, sig: signal.Signals, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        # Only signal the group when the pid leads it (we started it with its own session);
+        # an adopted process may share a group with unrelated programs.
+        if group and os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+# --- logs ------------------------------------------------------------------------------------
+
+
+def append_banner(log_path: Path, what: str) -> None:
+    """Mark where a run starts in an appended log, so a tail shows only the latest attempt."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().isoformat(timespec="seconds")
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"\n{_LOG_BANNER} {what} at {stamp} =====\n")
+
+
+def tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with log_path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 256 * 1024))
+            text = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def tail_report(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of a log for an error message, limited to the latest run's lines."""
+    kept = tail(log_path, lines).splitlines()
+    starts = [i for i, line in enumerate(kept) if line.startswith(_LOG_BANNER)]
+    if starts:
+        kept = kept[starts[-1] :]
+    if not any(line.strip() for line in kept[1:] if not line.startswith(_LOG_BANNER)):
+        return f"(nothing logged in {log_path} by this run)"
+    return f"last lines of {log_path}:\n" + "\n".join(kept)
+
+
+# --- waiting ---------------------------------------------------------------------------------
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]],
+    *,
+    what: str,
+    timeout: float,
+    log_path: Path,
+    progress: Progress,
+    proc: subprocess.Popen[bytes] | None = None,
+    pid: int | None = None,
+    interval: float = 0.5,
+) -> float:
+    """Poll ``check`` until it passes; fail fast if the process (our child ``proc``, or any
+    ``pid``) dies, fail at the deadline.
+
+    Returns the seconds waited. Every failure carries the tail of the part's log.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    progress(f"waiting for {what} …")
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise DevstackError(
+                f"{what} exited with code {proc.returncode} while starting.\n"
+                f"{tail_report(log_path)}"
+            )
+        if pid is not None and not process_alive(pid):
+            raise DevstackError(
+                f"{what} (pid {pid}) exited while starting.\n{tail_report(log_path)}"
+            )
+        remaining = deadline - time.monotonic()
+        try:
+            if await asyncio.wait_for(check(), timeout=max(0.5, min(10.0, remaining))):
+                return time.monotonic() - started
+        except TimeoutError:
+            pass
+        if time.monotonic() >= deadline:
+            raise DevstackError(
+                f"{what} was not ready after {timeout:.0f} s.\n{tail_report(log_path)}"
+            )
+        await asyncio.sleep(interval)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even when called inside an event loop.
+
+    Test fixtures and ``async def`` callers already have a running loop, where
+    ``asyncio.run`` refuses to start; a private thread gets a loop of its own instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-devstack") as pool:
+        return pool.submit(asyncio.run, coro).result()
