@@ -23,6 +23,7 @@ from services.command.adapters.copies import CopySources
 from services.command.adapters.lookups import BatchLookups
 from services.command.adapters.policies import OrgPolicies
 from services.command.adapters.processor import CommandProcessor
+from services.command.adapters.projection import ProjectionWatch
 from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
@@ -52,8 +53,17 @@ def create_app(
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
-        # Shared by the partitions' writers (one retention cache).
-        lookups = BatchLookups(verifier, LinkTargets(pool), OrgPolicies(pool), CopySources(pool))
+        # Shared by the partitions' writers (one cache of org limits, one projection watch).
+        projection = ProjectionWatch(pool, common.kafka_bootstrap_servers)
+        await projection.start()
+        lookups = BatchLookups(
+            verifier,
+            LinkTargets(pool),
+            OrgPolicies(pool),
+            CopySources(pool),
+            projection,
+            partitions,
+        )
 
         def make_writer(partition: int) -> PartitionWriter:
             return PartitionWriter(
@@ -96,6 +106,7 @@ def create_app(
             await cancel(pruning, task)
             await pruner.stop()
             await gateway.stop()
+            await projection.stop()
             await pool.close()
 
     app = FastAPI(title="Engram command service", lifespan=lifespan)

@@ -47,6 +47,8 @@ class Context:
     # token's session forks.
     copies: tuple[Copy, ...] = ()
     fork_of: str | None = None
+    # False when the projector had not caught up with the copies' source in time.
+    copies_ready: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Promotion and fork (seed 002): another stream's memories copied into this one.
 
 The writer reads the source's active memories from the read model (another stream may be
-another partition's) and passes them in (``Context.copies``); each copy is sealed under
+another partition's) once the projector holds what the log held when the command came,
+and passes them in (``Context.copies``; ``copies_ready`` is False when the projector did
+not catch up in time, and the command is refused, copying nothing); each copy is sealed under
 its own new key like any saved text. A key this stream holds already takes the source's
 text as a new revision; text it holds, or forgot, is not copied again, so promoting twice
 copies nothing the second time."""
@@ -13,7 +15,7 @@ from collections.abc import Collection
 from contracts import commands as c
 from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
-from services.command.errors import Forbidden, InvalidCommand
+from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.rules import new_revision
 from services.command.state import StreamState
 
@@ -33,6 +35,11 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
 
 
 def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) -> list[Event]:
+    if not ctx.copies_ready:
+        raise NotReadable(
+            "the source session's newest memories are not readable yet (the read model "
+            "trails the log): nothing was copied; try again shortly"
+        )
     if len(ctx.copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
     held = {

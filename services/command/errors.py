@@ -81,6 +81,13 @@ class CandidateLimitReached(DomainError):
     code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
 
 
+class NotReadable(DomainError):
+    """What the command reads outside its stream is not in the read model yet (the
+    projector is down or far behind): nothing was done, and a retry can succeed."""
+
+    code, status, title = "not_readable_yet", 503, "Try again shortly"
+
+
 class Gone(DomainError):
     """The memory was forgotten; nothing of it can come back."""
 

@@ -4,11 +4,13 @@ its memory and keeps its switches."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import pytest
 
+from engram.devstack import stack
 from tests.conftest import Caller, caller
 from tests.e2e.api import ServicesApi
 from tests.support import eventually
@@ -96,3 +98,31 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
         assert (refused.status_code, refused.json()["code"]) == (422, "invalid")
         no_agent = await http.post(f"{api.command}/v1/session/promote", headers=plain.headers)
         assert (no_agent.status_code, no_agent.json()["code"]) == (403, "forbidden")
+
+
+async def test_a_fork_copies_its_sources_newest_memories_or_nothing(
+        services: dict[str, str]) -> None:
+    """The source is read from the read model: the fork waits for the projector to hold
+    what the log held, and while the projector is down it is refused, copying nothing,
+    so that a retry copies it all."""
+    source = caller(agent="helper", session="src")
+    fork = caller(org=source.org, member=source.member, agent="helper", session="dst",
+                  fork_of="src")
+    async with httpx.AsyncClient(timeout=30) as http:
+        api = Api(http, services)
+        await asyncio.to_thread(stack.stop_services, None, ["projector"])
+        try:
+            await api.save(source, "The staging database is read-only on Mondays.", "fact")
+            await api.save(source, "Deploys need two approvals.", "decision")
+            refused = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
+            assert (refused.status_code, refused.json()["code"]) == (503, "not_readable_yet")
+        finally:
+            await asyncio.to_thread(stack.start_services, None, ["projector"],
+                                    ensure_infra=False)
+        # At once, without waiting to see the source's memories: the fork waits for them.
+        forked = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
+        assert forked.status_code == 200, forked.text
+        assert len(forked.json()["copied"]) == 2
+        await api.save(source, "Run the linters before you push.", "procedure")
+        promoted = await http.post(f"{api.command}/v1/session/promote", headers=source.headers)
+        assert [c["key"] for c in promoted.json()["copied"]] == [None, None]  # both lasting

@@ -8,7 +8,7 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRemembered, MemoryRevised
 from services.command.context import Context, Copy
 from services.command.core import decide
-from services.command.errors import Forbidden, InvalidCommand
+from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context, unseal
 
@@ -80,3 +80,15 @@ def test_a_source_with_too_many_memories_is_refused() -> None:
     many = [copy(f"s{n}", f"step {n}") for n in range(c.MAX_COPIES + 1)]
     with pytest.raises(InvalidCommand, match="more than 1000"):
         run(StreamState("acme/agent:helper"), c.PromoteSession(), with_copies(*many))
+
+
+def test_a_source_the_projector_has_not_caught_up_with_copies_nothing() -> None:
+    state = StreamState("acme/session:b")
+    behind = Context(**{**with_copies(copy("s1", "Run the tests first.")).__dict__,
+                        "scope": "session:b", "fork_of": "a", "copies_ready": False})
+    with pytest.raises(NotReadable, match="try again") as refused:
+        decide(state, c.ForkSession(), behind)
+    assert refused.value.rejection().status == 503
+    assert state.seq == 0  # still a new session: the retry forks it
+    with pytest.raises(NotReadable):
+        decide(StreamState("acme/agent:helper"), c.PromoteSession(), behind)

@@ -88,4 +88,5 @@ def context_for(
         max_candidates_per_run=limits.max_candidates_per_run,
         copies=looked_up.copies.get(env.command_id, ()),
         fork_of=principal.fork_of,
+        copies_ready=env.command_id not in looked_up.unready,
     )

@@ -2,7 +2,11 @@
 few round trips per batch: the targets of links into other streams, each org's limits
 (revision retention, the cap on a run's candidates), and the source memories of a
 promotion or a fork. ``decide`` gets them through its ``Context``, as it gets the time
-and ids."""
+and ids.
+
+Targets and sources come from the read model, which trails the log: a source is read
+once the projector holds what its partition held when the batch came (``projection``),
+and a target not found is looked for again once it holds every partition's."""
 
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contracts.envelope import CommandEnvelope
-from contracts.topics import stream_id
+from contracts.topics import partition_for, stream_id
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from services.command.adapters.copies import CopySources
 from services.command.adapters.policies import OrgLimits, OrgPolicies
+from services.command.adapters.projection import ProjectionWatch
 from services.command.adapters.targets import LinkTargets, Target
 from services.command.context import Copy
 from services.command.state import StreamState
@@ -24,6 +29,8 @@ class Lookups:
     targets: dict[str, Target] = field(default_factory=dict)
     limits: dict[str, OrgLimits] = field(default_factory=dict)  # by org
     copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)  # by command id
+    # Commands whose source the projector had not caught up with in time.
+    unready: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,8 @@ class BatchLookups:
     targets: LinkTargets | None = None
     policies: OrgPolicies | None = None
     sources: CopySources | None = None
+    projection: ProjectionWatch | None = None
+    partitions: int = 1  # of engram.events: where each source stream's events are
 
     async def gather(
         self,
@@ -42,10 +51,12 @@ class BatchLookups:
         """``appended_at``: by command id, the time each command's token must hold at, as
         the writer checks it (None or missing: now)."""
         envelopes = list(envelopes)
+        copies, unready = await self._copies(envelopes, appended_at or {})
         return Lookups(
             await self._targets(envelopes, states),
             await self._limits(envelopes),
-            await self._copies(envelopes, appended_at or {}),
+            copies,
+            unready,
         )
 
     async def _targets(
@@ -61,7 +72,17 @@ class BatchLookups:
                 ids = [env.payload.get("target_id")]
             state = states.get(env.stream_id)
             wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
-        return await self.targets.find(wanted)
+        found = await self.targets.find(wanted)
+        missing = wanted - found.keys()
+        # Saved a moment ago in another stream, perhaps: looked for again once the
+        # projector holds every partition's events (else it is not there: refused).
+        if (
+            missing
+            and self.projection is not None
+            and await self.projection.caught_up(range(self.partitions))
+        ):
+            found |= await self.targets.find(missing)
+        return found
 
     async def _limits(self, envelopes: list[CommandEnvelope]) -> dict[str, OrgLimits]:
         """The limits of each org in the batch."""
@@ -71,20 +92,25 @@ class BatchLookups:
 
     async def _copies(
         self, envelopes: list[CommandEnvelope], appended_at: Mapping[str, float | None]
-    ) -> dict[str, tuple[Copy, ...]]:
+    ) -> tuple[dict[str, tuple[Copy, ...]], frozenset[str]]:
         """The source memories of each promotion (the token's session) and fork (the
-        session the token's session forks). A token that grants no source finds none; the
+        session the token's session forks), and the commands whose source the projector
+        had not caught up with in time. A token that grants no source finds none; the
         command is then refused when it is decided."""
         if self.sources is None:
-            return {}
+            return {}, frozenset()
         wanted: dict[str, str] = {}
         for env in envelopes:
             if env.type in ("PromoteSession", "ForkSession"):
                 source = self._source(env, appended_at.get(env.command_id))
                 if source is not None:
                     wanted[env.command_id] = source
+        if wanted and self.projection is not None:
+            where = {partition_for(s, self.partitions) for s in wanted.values()}
+            if not await self.projection.caught_up(where):
+                return {}, frozenset(wanted)
         found = await self.sources.active(set(wanted.values()))
-        return {command_id: found[source] for command_id, source in wanted.items()}
+        return {command_id: found[source] for command_id, source in wanted.items()}, frozenset()
 
     def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:
