@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
 from contracts.envelope import MadeBy
@@ -13,11 +14,24 @@ from contracts.envelope import MadeBy
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
 
 
+def _postgres_text(value: str) -> str:
+    """PostgreSQL's text cannot hold U+0000: a request's text with it is refused as
+    invalid (422, naming the field) before it reaches the database, where it would fail."""
+    if "\x00" in value:
+        raise PydanticCustomError("nul_character", "text cannot hold the NUL character (U+0000)")
+    return value
+
+
+# Every text of a recall request that reaches PostgreSQL: body fields, path and query
+# parameters alike.
+RequestText = Annotated[str, AfterValidator(_postgres_text)]
+
+
 class RecallRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query: str = Field(max_length=20_000)
-    run_id: str | None = Field(default=None, max_length=200)
+    query: RequestText = Field(max_length=20_000)
+    run_id: RequestText | None = Field(default=None, max_length=200)
     use_memory: bool = True  # a run can turn memory off: nothing supplied, nothing recorded
     # A preview of what a run would be given (seed 001's composer): nothing is recorded.
     preview: bool = False
@@ -85,7 +99,7 @@ class GenerationResponse(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query: str = Field(min_length=1, max_length=20_000)
+    query: RequestText = Field(min_length=1, max_length=20_000)
     limit: int = Field(default=10, ge=1, le=100)
     # Diagnostics and benchmarks: one retriever alone instead of the fused ranking.
     retrieval: Literal["hybrid", "full_text", "vector"] = "hybrid"
@@ -114,7 +128,10 @@ class SearchResponse(BaseModel):
 
 
 class OrgPolicy(BaseModel):
-    """An org's default packet policy and limits (``PUT /v1/policy``, admins only)."""
+    """An org's default packet policy and limits. As the body of ``PUT /v1/policy``
+    (admins only), a field present sets it (null clears a limit where null is allowed) and
+    a missing field keeps its current value (an org's first policy starts from the
+    defaults below), as ``PUT /v1/session`` does."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -233,7 +250,9 @@ class ChangesResponse(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     scope: str
-    version: int  # the last version listed (pass it as ``after`` for the next page)
+    # The last version listed, or, when none is, the scope's current version (its newest
+    # change the caller can see; 0 for an empty scope): pass it as ``after`` next time.
+    version: int
     changes: list[Change]
 
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
+
+from pydantic import TypeAdapter
+
+from contracts.recall import RequestText
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 RRF_K = 60
 # How the full-text list is ranked: BM25 over the term index, or the seed's ts_rank_cd.
 Ranking = Literal["bm25", "ts_rank_cd"]
+_TEXT = TypeAdapter(RequestText)
 
 
 @dataclass(frozen=True)
@@ -230,3 +237,15 @@ def bound(sizes: list[int], budget: int) -> int:
         used += size
         kept += 1
     return kept
+
+
+def page_cursor(updated_at: datetime, item_id: str) -> str:
+    """Opaque and URL-safe: the position after the last item of a page."""
+    return base64.urlsafe_b64encode(f"{updated_at.isoformat()}|{item_id}".encode()).decode()
+
+
+def read_cursor(cursor: str) -> tuple[datetime, str]:
+    """The position a ``page_cursor`` names; ValueError when it names none. Its id goes to
+    PostgreSQL as text, so one holding a NUL is no cursor of ours either."""
+    stamp, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+    return datetime.fromisoformat(stamp), _TEXT.validate_python(item_id)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -25,6 +23,7 @@ from contracts.recall import (
     ProposalView,
     RecallRequest,
     RecallResponse,
+    RequestText,
     RevisionsResponse,
     RevisionView,
     SearchRequest,
@@ -38,7 +37,7 @@ from contracts.recall import (
 from engram.auth import Principal, ScopeError
 from engram.http import ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
-from services.recall.core import excerpt
+from services.recall.core import excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
 router = APIRouter()
@@ -74,14 +73,16 @@ async def get_policy(request: Request) -> OrgPolicy:
 
 @router.put("/v1/policy")
 async def put_policy(request: Request, body: OrgPolicy) -> OrgPolicy:
-    """Set the org's default packet policy; needs the ``admin`` role in the token."""
+    """Set the fields of the org's policy the body names (a missing one keeps its value,
+    as in ``PUT /v1/session``); needs the ``admin`` role in the token."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
     if "admin" not in principal.roles:
         raise ProblemError(
             403, "Forbidden", "setting the org's policy needs the admin role", "forbidden"
         )
-    return await app.store.set_org_policy(principal, body)
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    return await app.store.set_org_policy(principal, changes)
 
 
 @router.get("/v1/generation")
@@ -92,7 +93,7 @@ async def generation(request: Request) -> GenerationResponse:
 
 
 @router.get("/v1/contexts/{context_id}")
-async def context(request: Request, context_id: str) -> ContextResponse:
+async def context(request: Request, context_id: RequestText) -> ContextResponse:
     app = request.app.state
     principal = principal_from(request, app.verifier)
     row = await app.store.context(principal, context_id)
@@ -134,7 +135,7 @@ def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
 
 
 @router.get("/v1/memories/{item_id}")
-async def get_memory(request: Request, item_id: str) -> dict[str, Any]:
+async def get_memory(request: Request, item_id: RequestText) -> dict[str, Any]:
     app = request.app.state
     row = await app.store.get_item(principal_from(request, app.verifier), item_id)
     if row is None:
@@ -194,18 +195,17 @@ async def get_changes(
         stream_id = principal.stream(scope)
     except ScopeError as exc:
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
-    rows = await app.store.changes(principal, stream_id, after, limit)
-    changes = [Change(**dict(r)) for r in rows]
+    rows, version = await app.store.changes(principal, stream_id, after, limit)
     return ChangesResponse(
         scope=stream_id.split("/", 1)[1],
-        version=changes[-1].version if changes else after,
-        changes=changes,
+        version=version,
+        changes=[Change(**dict(r)) for r in rows],
     )
 
 
 @router.get("/v1/memories/{item_id}/contexts")
 async def get_contexts_of(
-    request: Request, item_id: str, limit: int = Query(50, ge=1, le=500)
+    request: Request, item_id: RequestText, limit: int = Query(50, ge=1, le=500)
 ) -> ContextsResponse:
     """The caller's runs that were given this memory, newest first (seed 001)."""
     app = request.app.state
@@ -222,7 +222,7 @@ async def get_contexts_of(
 
 
 @router.get("/v1/memories/{item_id}/revisions")
-async def get_revisions(request: Request, item_id: str) -> RevisionsResponse:
+async def get_revisions(request: Request, item_id: RequestText) -> RevisionsResponse:
     """A memory's kept revisions, newest first, with who made each (seed 004)."""
     app = request.app.state
     rows = await app.store.revisions(principal_from(request, app.verifier), item_id)
@@ -234,7 +234,7 @@ async def get_revisions(request: Request, item_id: str) -> RevisionsResponse:
 @router.get("/v1/memories/{item_id}/links")
 async def get_links(
     request: Request,
-    item_id: str,
+    item_id: RequestText,
     direction: Literal["out", "in", "both"] = "both",
     limit: int = Query(100, ge=1, le=1000),
 ) -> LinksResponse:
@@ -271,19 +271,32 @@ async def list_memories(
     request: Request,
     status: Status = "active",
     limit: int = Query(20, ge=1, le=100),
-    cursor: str | None = None,
+    cursor: RequestText | None = None,
 ) -> dict[str, Any]:
     """Newest first, a page at a time; ``cursor`` is the ``next`` of the previous page. A
     memory over 1,200 characters comes as its head, marked ``truncated`` with its
     ``full_length`` (seed 004): ``GET /v1/memories/{id}`` reads it whole."""
     app = request.app.state
-    before, before_id = _cursor(cursor)
+    try:
+        before, before_id = read_cursor(cursor) if cursor else (None, "")
+    except ValueError as exc:
+        wrong = {"loc": ["query", "cursor"], "msg": "not a cursor", "type": "invalid_cursor"}
+        raise ProblemError(
+            422,
+            "Invalid cursor",
+            "use the `next` value of a previous page",
+            "invalid",
+            errors=[wrong],
+        ) from exc
     rows = await app.store.list_items(
         principal_from(request, app.verifier), [status], before, before_id, limit
     )
     items = [_bounded(dict(r)) for r in rows]
     last = items[-1] if len(items) == limit else None
-    return {"memories": items, "next": _encode_cursor(last) if last else None}
+    return {
+        "memories": items,
+        "next": page_cursor(last["updated_at"], last["item_id"]) if last else None,
+    }
 
 
 def _bounded(item: dict[str, Any]) -> dict[str, Any]:
@@ -293,21 +306,3 @@ def _bounded(item: dict[str, Any]) -> dict[str, Any]:
 
 def _not_found(item_id: str) -> ProblemError:
     return ProblemError(404, "Memory not found", f"no memory {item_id} you can see", "not_found")
-
-
-def _encode_cursor(last: dict[str, Any]) -> str:
-    """Opaque and URL-safe: the position after the last item of this page."""
-    raw = f"{last['updated_at'].isoformat()}|{last['item_id']}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _cursor(cursor: str | None) -> tuple[datetime | None, str]:
-    if not cursor:
-        return None, ""
-    try:
-        stamp, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(stamp), item_id
-    except ValueError as exc:
-        raise ProblemError(
-            422, "Invalid cursor", "use the `next` value of a previous page", "invalid"
-        ) from exc

@@ -118,7 +118,10 @@ class RecallStore:
             row = await conn.fetchrow(Q["org_policy"], p.org)
         return OrgPolicy(**dict(row)) if row else OrgPolicy()
 
-    async def set_org_policy(self, p: Principal, policy: OrgPolicy) -> OrgPolicy:
+    async def set_org_policy(self, p: Principal, changes: dict[str, Any]) -> OrgPolicy:
+        """Set the fields in ``changes``; the others keep their value (or, for an org
+        without a policy yet, take the defaults)."""
+        policy = OrgPolicy(**changes)
         async with as_principal(self._pool, p) as conn:
             row = await conn.fetchrow(
                 Q["set_org_policy"],
@@ -132,6 +135,7 @@ class RecallStore:
                 p.member,
                 policy.max_candidates_per_run,
                 policy.agent_memory,
+                list(changes),
             )
         return OrgPolicy(**dict(row))
 
@@ -238,9 +242,14 @@ class RecallStore:
 
     async def changes(
         self, p: Principal, stream_id: str, after: int, limit: int
-    ) -> list[asyncpg.Record]:
+    ) -> tuple[list[asyncpg.Record], int]:
+        """The scope's changes after version ``after``, and its version to answer: the
+        last one listed, or, when none is, the scope's current version (0: no change)."""
         async with as_principal(self._pool, p) as conn:
-            return list(await conn.fetch(Q["changes"], stream_id, after, limit))
+            rows = list(await conn.fetch(Q["changes"], stream_id, after, limit))
+            if rows:
+                return rows, int(rows[-1]["version"])
+            return rows, int(await conn.fetchval(Q["scope_version"], stream_id))
 
     async def revisions(self, p: Principal, item_id: str) -> list[asyncpg.Record] | None:
         """The memory's kept revisions; None when the caller cannot see the memory."""

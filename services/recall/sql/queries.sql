@@ -106,15 +106,28 @@ SELECT policy, max_items, max_chars, keep_revisions, session_use, session_genera
 FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
-INSERT INTO recall.org_policies (org, policy, max_items, max_chars, keep_revisions,
-                                 session_use, session_generate, updated_by,
-                                 max_candidates_per_run, agent_memory)
+-- $11: the fields the request names; the others keep their value (as configure_session
+-- does), or, in an org's first row, take $2-$10 as the defaults. In one statement, so two
+-- admins setting different fields at once both keep theirs.
+INSERT INTO recall.org_policies AS o (org, policy, max_items, max_chars, keep_revisions,
+                                      session_use, session_generate, updated_by,
+                                      max_candidates_per_run, agent_memory)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (org) DO UPDATE SET policy = EXCLUDED.policy, max_items = EXCLUDED.max_items,
-    max_chars = EXCLUDED.max_chars, keep_revisions = EXCLUDED.keep_revisions,
-    session_use = EXCLUDED.session_use, session_generate = EXCLUDED.session_generate,
-    max_candidates_per_run = EXCLUDED.max_candidates_per_run,
-    agent_memory = EXCLUDED.agent_memory,
+ON CONFLICT (org) DO UPDATE SET
+    policy = CASE WHEN 'policy' = ANY($11::text[]) THEN EXCLUDED.policy ELSE o.policy END,
+    max_items = CASE WHEN 'max_items' = ANY($11) THEN EXCLUDED.max_items ELSE o.max_items END,
+    max_chars = CASE WHEN 'max_chars' = ANY($11) THEN EXCLUDED.max_chars ELSE o.max_chars END,
+    keep_revisions = CASE WHEN 'keep_revisions' = ANY($11)
+                          THEN EXCLUDED.keep_revisions ELSE o.keep_revisions END,
+    session_use = CASE WHEN 'session_use' = ANY($11)
+                       THEN EXCLUDED.session_use ELSE o.session_use END,
+    session_generate = CASE WHEN 'session_generate' = ANY($11)
+                            THEN EXCLUDED.session_generate ELSE o.session_generate END,
+    max_candidates_per_run = CASE WHEN 'max_candidates_per_run' = ANY($11)
+                                  THEN EXCLUDED.max_candidates_per_run
+                                  ELSE o.max_candidates_per_run END,
+    agent_memory = CASE WHEN 'agent_memory' = ANY($11)
+                        THEN EXCLUDED.agent_memory ELSE o.agent_memory END,
     updated_by = EXCLUDED.updated_by, updated_at = now()
 RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate,
           max_candidates_per_run, agent_memory
@@ -185,6 +198,10 @@ LEFT JOIN memory.items i ON i.item_id = a.item_id
 WHERE a.stream_id = $1 AND a.seq > $2
 ORDER BY a.seq
 LIMIT $3
+
+-- name: scope_version
+-- A scope's current version: its newest change the caller can see; 0 when it has none.
+SELECT coalesce(max(seq), 0) FROM memory.audit WHERE stream_id = $1
 
 -- name: contexts_of
 -- The caller's memory contexts that gave this memory, newest first.
