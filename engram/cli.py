@@ -2,7 +2,7 @@
 
 engram up            Kafka + Postgres + set-up + the five services
 engram down          stop everything (``--wipe`` deletes data)
-engram status        each part, healthy or not
+engram status        each part, healthy or not (exit 0 healthy, 1 unhealthy, 3 not running)
 engram setup         topics and migrations only
 engram token         mint a development token
 engram demo          remember something, recall it, print the packet
@@ -70,7 +70,7 @@ def up(
     except DevstackError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         raise typer.Exit(1) from None
-    status(state_dir)
+    raise typer.Exit(_show_status(state_dir, services_expected=services))
 
 
 @app.command()
@@ -84,25 +84,53 @@ def down(
 
 @app.command()
 def status(state_dir: Path | None = typer.Option(None, "--state-dir")) -> None:
-    """Show each part of the stack; exit 1 if a running part is unhealthy."""
+    """Show each part of the stack: Kafka, PostgreSQL and the five services. Exit 0 when
+    every part runs and is healthy, 1 when a running part is unhealthy, 3 when a part is
+    not running (as `systemctl is-active` does)."""
+    raise typer.Exit(_show_status(state_dir, services_expected=True))
+
+
+def _show_status(state_dir: Path | None, *, services_expected: bool) -> int:
     parts = stack.status(state_dir)
     console.print(status_table(parts))
-    if not stack.status_ok(parts):
-        raise typer.Exit(1)
+    unhealthy = [p.name for p in parts if p.running and not p.healthy]
+    stopped = stack.not_running(parts, services_expected=services_expected)
+    if unhealthy:
+        err.print(f"unhealthy: {', '.join(unhealthy)}", highlight=False)
+    if stopped:
+        err.print(f"not running: {', '.join(stopped)}", highlight=False)
+    return stack.status_code(parts, services_expected=services_expected)
+
+
+def _named(value: str | None) -> str | None:
+    """An id a token names (org, member, agent, session, project): given, never empty."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("it is empty: give a name, or leave the option out")
+    return value
+
+
+def _org(value: str) -> str:
+    if "/" in value:  # a stream id is org/scope: an org with a '/' would be another's
+        raise typer.BadParameter(f"{value!r}: an org has no '/' (a stream id is <org>/<scope>)")
+    return _named(value) or value
 
 
 @app.command()
 def token(
-    org: str = typer.Option("demo"),
-    member: str = typer.Option("ana"),
-    agent: str | None = None,
-    session: str | None = None,
-    project: str | None = None,
+    org: str = typer.Option("demo", callback=_org, help="The organisation (no '/')."),
+    member: str = typer.Option("ana", callback=_named, help="The member: the subject."),
+    agent: str | None = typer.Option(None, callback=_named),
+    session: str | None = typer.Option(None, callback=_named),
+    project: str | None = typer.Option(None, callback=_named),
     role: list[str] = typer.Option([], "--role"),
-    ttl: int = 3600,
-    fork_of: str | None = typer.Option(None, help="The session this --session forks."),
+    ttl: int = typer.Option(3600, min=1, help="Seconds the token holds (1 or more)."),
+    fork_of: str | None = typer.Option(
+        None, callback=_named, help="The session this --session forks."
+    ),
 ) -> None:
-    """Mint a development token (HS256, the dev secret in the state folder)."""
+    """Mint a development token (HS256, the dev secret in the state folder). An empty org,
+    member, agent, session or project, an org holding a '/', or a --ttl under 1 second is
+    refused."""
     print(
         mint_token(
             dev_secret(),

@@ -5,10 +5,12 @@ Lag: the command service's group keeps its offsets in Kafka; the projector, the 
 and the extractor keep theirs in Postgres (``<service>.offsets``, written with their rows).
 Each is measured against its topic's last stable offset, and the gap is then counted in
 records: a transaction's commit marker takes an offset but holds no record, so a consumer
-that has applied everything sits one offset short of the end for good.
+that has applied everything sits one offset short of the end for good. A consumer that is
+no service's (a test's, a tool's) is told apart from the services' groups.
 
 Dead letters: a letter (``engram.kafka.dead_letter``) carries the original record's bytes,
-where it came from and the error. One whose record came from an input topic
+where it came from and the error; they are counted as records too (a letter written in a
+transaction is followed by its marker). One whose record came from an input topic
 (``engram.commands``, ``engram.conversations``) can be re-driven: published there again,
 with its key, where command ids and turn ids make a second delivery harmless. An event is
 never published again: ``engram.events`` has one writer; a consumer fixed after a poison
@@ -20,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
@@ -44,6 +47,8 @@ REDRIVABLE = (topics.COMMANDS, topics.CONVERSATIONS)
 @dataclass(frozen=True)
 class Lag:
     consumer: str
+    service: str | None  # whose group it is; None: no service's (a test's, a tool's)
+    stored_in: str  # where its offsets are: "kafka" or "<schema>.offsets"
     topic: str
     partition: int
     at: int  # the next offset the consumer will read
@@ -59,16 +64,40 @@ class Letter:
     body: dict[str, Any]  # the letter: topic, partition, offset, key, value, error, failed_at
 
 
+@dataclass(frozen=True)
+class DeadLetters:
+    topic: str
+    count: int  # letters (read committed); offsets, markers included, when not exact
+    exact: bool
+    newest: list[Letter]
+
+
 class OperateError(Exception):
     """A request an operator can correct: named service, offset or letter."""
 
 
-async def consumer_lag(bootstrap: str, database_url: str) -> list[Lag]:
+@dataclass(frozen=True)
+class _Position:
+    stored_in: str
+    consumer: str
+    topic: str
+    partition: int
+    at: int
+
+
+async def consumer_lag(
+    bootstrap: str, database_url: str, *, groups: Mapping[str, str]
+) -> list[Lag]:
     """Each consumer's lag on every partition of the topics it reads; a partition it has
-    stored no offset for yet it reads from the start."""
-    positions = await _postgres_positions(database_url) + await _command_positions(bootstrap)
+    stored no offset for yet it reads from the start. ``groups`` maps the services' group
+    ids to their services: any other consumer (a test's left behind, a tool's) comes after
+    them, with no service."""
+    command = next((g for g, s in groups.items() if s == "command"), COMMAND_GROUP)
+    positions = await _postgres_positions(database_url) + await _command_positions(
+        bootstrap, command
+    )
     existing = await _topics(bootstrap)  # an offset row may outlive its topic
-    positions = [p for p in positions if p[1] in existing]
+    positions = [p for p in positions if p.topic in existing]
     if not positions:
         return []
     kafka = AIOKafkaConsumer(
@@ -76,45 +105,61 @@ async def consumer_lag(bootstrap: str, database_url: str) -> list[Lag]:
     )
     await kafka.start()
     try:
-        stored = {(c, t, p) for c, t, p, _ in positions}
-        for consumer, topic in sorted({(c, t) for c, t, _, _ in positions}):
-            parts = [
-                TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))
-            ]
-            starts = await kafka.beginning_offsets(parts)
-            positions += [
-                (consumer, topic, tp.partition, starts[tp])
-                for tp in parts
-                if (consumer, topic, tp.partition) not in stored
-            ]
-        tps = sorted({TopicPartition(t, p) for _, t, p, _ in positions})
+        positions += await _unstored(kafka, bootstrap, positions)
+        tps = sorted({TopicPartition(p.topic, p.partition) for p in positions})
         ends = await kafka.end_offsets(tps) if tps else {}
         out = []
-        for consumer, topic, partition, at in sorted(positions):
-            end = ends[TopicPartition(topic, partition)]
-            behind, exact = await _records_between(kafka, TopicPartition(topic, partition), at, end)
-            out.append(Lag(consumer, topic, partition, at, end, behind, exact))
+        for p in sorted(positions, key=lambda p: (p.consumer not in groups, _key(p))):
+            tp = TopicPartition(p.topic, p.partition)
+            behind, exact = await _records_between(kafka, tp, p.at, ends[tp])
+            where = (p.consumer, groups.get(p.consumer), p.stored_in, p.topic, p.partition)
+            out.append(Lag(*where, p.at, ends[tp], behind, exact))
         return out
     finally:
         await kafka.stop()
 
 
-async def _postgres_positions(database_url: str) -> list[tuple[str, str, int, int]]:
+def _key(p: _Position) -> tuple[str, str, int]:
+    return p.consumer, p.topic, p.partition
+
+
+async def _unstored(
+    kafka: AIOKafkaConsumer, bootstrap: str, positions: list[_Position]
+) -> list[_Position]:
+    """The partitions of a consumer's topics it has stored no offset for: at their start."""
+    stored = {(p.consumer, p.topic, p.partition) for p in positions}
+    out = []
+    for where, consumer, topic in sorted({(p.stored_in, p.consumer, p.topic) for p in positions}):
+        parts = [TopicPartition(topic, n) for n in range(await partition_count(bootstrap, topic))]
+        starts = await kafka.beginning_offsets(parts)
+        out += [
+            _Position(where, consumer, topic, tp.partition, starts[tp])
+            for tp in parts
+            if (consumer, topic, tp.partition) not in stored
+        ]
+    return out
+
+
+async def _postgres_positions(database_url: str) -> list[_Position]:
     conn = await asyncpg.connect(database_url)
     try:
-        rows = []
+        out = []
         for schema in POSTGRES_TRACKED:
             if await conn.fetchval("SELECT to_regclass($1)", f"{schema}.offsets") is None:
                 continue  # that service has never started against this database
-            rows += await conn.fetch(
+            rows = await conn.fetch(
                 f"SELECT consumer, topic, partition, next_offset FROM {schema}.offsets"
             )
-        return [(r["consumer"], r["topic"], r["partition"], r["next_offset"]) for r in rows]
+            out += [
+                _Position(f"{schema}.offsets", *r.values())  # consumer, topic, partition, next
+                for r in rows
+            ]
+        return out
     finally:
         await conn.close()
 
 
-async def _command_positions(bootstrap: str) -> list[tuple[str, str, int, int]]:
+async def _command_positions(bootstrap: str, group: str) -> list[_Position]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -123,7 +168,7 @@ async def _command_positions(bootstrap: str) -> list[tuple[str, str, int, int]]:
         deadline = time.monotonic() + READ_SECONDS
         while True:
             try:
-                committed = await admin.list_consumer_group_offsets(COMMAND_GROUP)
+                committed = await admin.list_consumer_group_offsets(group)
                 break
             except GroupCoordinatorNotAvailableError as exc:
                 if time.monotonic() > deadline:
@@ -134,7 +179,7 @@ async def _command_positions(bootstrap: str) -> list[tuple[str, str, int, int]]:
     finally:
         await admin.close()
     return [
-        (COMMAND_GROUP, tp.topic, tp.partition, meta.offset)
+        _Position("kafka", group, tp.topic, tp.partition, meta.offset)
         for tp, meta in committed.items()
         if tp.topic == topics.COMMANDS and meta.offset >= 0
     ]
@@ -152,33 +197,84 @@ async def _topics(bootstrap: str) -> set[str]:
 async def _records_between(
     kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int
 ) -> tuple[int, bool]:
-    if end <= start:
-        return 0, True
+    """Records between two offsets, counted exactly when there are at most COUNT_AT_MOST
+    offsets and they are read within READ_SECONDS; else the offsets, and False."""
     if end - start > COUNT_AT_MOST:
         return end - start, False
+    count, done, _ = await _scan(kafka, tp, start, end)
+    return (count, True) if done else (end - start, False)
+
+
+async def _scan(
+    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, keep: int = 0
+) -> tuple[int, bool, list[ConsumerRecord[bytes, bytes]]]:
+    """Read the records (committed ones, as the consumer was made) at ``start`` to
+    ``end - 1``: how many there are, whether all were read within READ_SECONDS, and the
+    last ``keep`` of them."""
+    if end <= start:
+        return 0, True, []
     kafka.assign([tp])
     kafka.seek(tp, start)
-    count, deadline = 0, time.monotonic() + READ_SECONDS
+    count, kept = 0, deque[ConsumerRecord[bytes, bytes]](maxlen=keep)
+    deadline = time.monotonic() + READ_SECONDS
     # A fetch steps over markers and aborted records, so the position reaches the end.
     while await kafka.position(tp) < end:
         if time.monotonic() > deadline:
-            return end - start, False
+            return count, False, list(kept)
         batch = await kafka.getmany(tp, timeout_ms=1000, max_records=1000)
-        count += sum(1 for r in batch.get(tp, []) if r.offset < end)
-    return count, True
+        records = [r for r in batch.get(tp, []) if r.offset < end]
+        count += len(records)
+        kept.extend(records)
+    return count, True, list(kept)
 
 
-async def dead_letters(bootstrap: str, service: str, last: int) -> tuple[int, list[Letter]]:
+async def dead_letters(bootstrap: str, service: str, last: int) -> DeadLetters:
     """How many letters the service's dead-letter topic holds, and the ``last`` newest."""
-    async with _letters(bootstrap, service) as (kafka, tp, start, end):
-        letters = await _read(kafka, tp, max(start, end - last), end) if last > 0 else []
-    return end - start, letters
+    return await letters_in(bootstrap, _dead_letter_topic(service), last)
+
+
+def _dead_letter_topic(service: str) -> str:
+    if service not in topics.SERVICES:
+        raise OperateError(f"no service {service!r}: one of {', '.join(topics.SERVICES)}")
+    return topics.dead_letter_topic(service)
+
+
+async def letters_in(bootstrap: str, topic: str, last: int) -> DeadLetters:
+    """The letters of a dead-letter topic: counted as records, not offsets (a letter
+    written in a transaction is followed by its commit marker), as ``engram lag`` counts,
+    within the same bounds; past them, the offsets, and the count says it is not exact."""
+    if last < 0:
+        raise OperateError(f"the number of letters to show is 0 or more, not {last}")
+    async with _reader(bootstrap, topic) as (kafka, tp, start, end):
+        if end - start <= COUNT_AT_MOST:
+            count, done, kept = await _scan(kafka, tp, start, end, keep=last)
+            if done:
+                return DeadLetters(topic, count, True, [_letter(tp, r) for r in kept])
+        newest = await _newest(kafka, tp, start, end, last)
+        return DeadLetters(topic, end - start, False, [_letter(tp, r) for r in newest])
+
+
+async def _newest(
+    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, last: int
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """The ``last`` newest records, read back from the end twice as far each time: a
+    marker or an aborted record takes an offset too."""
+    span = 2 * last
+    while last > 0:
+        since = max(start, end - span)
+        _, done, kept = await _scan(kafka, tp, since, end, keep=last)
+        if not done:
+            raise OperateError(f"{tp.topic} did not answer within {READ_SECONDS:.0f} s")
+        if len(kept) >= last or since == start:
+            return kept
+        span *= 2
+    return []
 
 
 async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, int]:
     """Publish the record of the letter at ``offset`` again where it came from; returns
     the topic, partition and offset it now has."""
-    async with _letters(bootstrap, service) as (kafka, tp, start, end):
+    async with _reader(bootstrap, _dead_letter_topic(service)) as (kafka, tp, start, end):
         letters = await _read(kafka, tp, offset, offset + 1) if start <= offset < end else []
     if not letters or letters[0].offset != offset:
         held = f"its letters are at {start} to {end - 1}" if end > start else "it is empty"
@@ -204,13 +300,11 @@ async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, 
 
 
 @asynccontextmanager
-async def _letters(
-    bootstrap: str, service: str
+async def _reader(
+    bootstrap: str, topic: str
 ) -> AsyncIterator[tuple[AIOKafkaConsumer, TopicPartition, int, int]]:
-    """A reader of the service's dead-letter topic, with its first and end offsets."""
-    if service not in topics.SERVICES:
-        raise OperateError(f"no service {service!r}: one of {', '.join(topics.SERVICES)}")
-    tp = TopicPartition(topics.dead_letter_topic(service), 0)
+    """A reader of a dead-letter topic (one partition), with its first and end offsets."""
+    tp = TopicPartition(topic, 0)
     kafka = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
@@ -224,21 +318,17 @@ async def _letters(
 
 
 async def _read(kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int) -> list[Letter]:
-    kafka.assign([tp])
-    kafka.seek(tp, start)
-    letters: list[Letter] = []
-    deadline = time.monotonic() + READ_SECONDS
-    while await kafka.position(tp) < end:
-        if time.monotonic() > deadline:
-            raise OperateError(f"{tp.topic} did not answer within {READ_SECONDS:.0f} s")
-        batch = await kafka.getmany(tp, timeout_ms=1000)
-        for record in batch.get(tp, []):
-            if record.offset >= end:
-                break
-            try:
-                body = json.loads(record.value or b"")
-            except ValueError:
-                body = {"error": "(not a dead letter: not JSON)"}
-            service = tp.topic.removeprefix(topics.DLQ_PREFIX)
-            letters.append(Letter(service, record.offset, body))
-    return letters
+    _, done, records = await _scan(kafka, tp, start, end, keep=end - start)
+    if not done:
+        raise OperateError(f"{tp.topic} did not answer within {READ_SECONDS:.0f} s")
+    return [_letter(tp, r) for r in records]
+
+
+def _letter(tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> Letter:
+    try:
+        body = json.loads(record.value or b"")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"error": "(not a dead letter: not a JSON object)"}
+    return Letter(tp.topic.removeprefix(topics.DLQ_PREFIX), record.offset, body)

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from engram.service import StartupRefused, ready_settings
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from engram.operate import Lag
 
 console = Console()
 err = Console(stderr=True)
@@ -113,50 +119,95 @@ def import_memory_md(
 def lag() -> None:
     """How far behind each consumer is: records between its next offset and its topic's
     last stable offset (the command service's group from Kafka, the others from their
-    offsets tables in Postgres)."""
-    from rich.table import Table
-
+    offsets tables in Postgres). A consumer that is no service's (a test's or a tool's,
+    left behind) is listed apart, with the table that holds its offsets."""
     from engram.operate import OperateError, consumer_lag
 
     common = ready_settings()
     try:
-        rows = asyncio.run(consumer_lag(common.kafka_bootstrap_servers, common.database_url))
+        rows = asyncio.run(
+            consumer_lag(
+                common.kafka_bootstrap_servers, common.database_url, groups=service_groups()
+            )
+        )
     except OperateError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         raise typer.Exit(1) from None
     if not rows:
         console.print("no consumer has stored an offset yet")
         return
-    table = Table("consumer", "topic", "partition", "next offset", "end", "behind")
-    for column in table.columns[:2]:
-        column.overflow = "fold"  # names whole, on two lines if need be
+    ours = [r for r in rows if r.service is not None]
+    others = [r for r in rows if r.service is None]
+    if ours:
+        console.print(_lag_table("the services' consumers", ours))
+    if others:
+        console.print(
+            _lag_table("consumers of no service (a test's or a tool's): where they stopped", others)
+        )
+
+
+def _lag_table(title: str, rows: list[Lag]) -> Table:
+    from rich.table import Table
+
+    others = rows[0].service is None
+    table = Table("consumer", "topic", "partition", "next offset", "end", "behind", title=title)
+    if others:  # where to delete a stale one's offsets from
+        table.add_column("offsets in")
+    for column in table.columns:  # names whole, on two lines if need be; numbers on one
+        column.overflow, column.no_wrap = "fold", column.header in ("partition", "end")
     for r in rows:
         behind = str(r.behind) if r.exact else f"~{r.behind} offsets"
-        table.add_row(r.consumer, r.topic, str(r.partition), str(r.at), str(r.end), behind)
-    console.print(table)
+        row = [r.consumer, r.topic, str(r.partition), str(r.at), str(r.end), behind]
+        table.add_row(*row, *([r.stored_in] if others else []))
+    return table
+
+
+def service_groups() -> dict[str, str]:
+    """The services' consumer group ids, as their settings (and environment) give them."""
+    from services.command.settings import CommandSettings
+    from services.extractor.settings import ExtractorSettings
+    from services.indexer.settings import IndexerSettings
+    from services.projector.settings import ProjectorSettings
+
+    extractor = ExtractorSettings()
+    return {
+        CommandSettings().group_id: "command",
+        ProjectorSettings().group_id: "projector",
+        IndexerSettings().group_id: "indexer",
+        extractor.group_id: "extractor",
+        extractor.events_group_id: "extractor",
+    }
 
 
 @dlq_app.command("list")
 def dlq_list(
     services: list[str] = typer.Argument(None, help="Services (default: all five)."),
-    last: int = typer.Option(5, help="How many of the newest letters to show, per service."),
+    last: int = typer.Option(
+        5, min=0, help="How many of the newest letters to show, per service (0 or more)."
+    ),
 ) -> None:
     """How many dead letters each service has, and the newest ones: where the record came
-    from, when, and the error."""
+    from, when, and the error. Letters are counted as records (a letter written in a
+    transaction is followed by a marker that takes an offset); past 10,000 offsets, or
+    15 s of reading, the count is of offsets, and says so."""
     from contracts.topics import SERVICES
     from engram.operate import OperateError, dead_letters
 
     common = ready_settings()
     for service in services or list(SERVICES):
         try:
-            total, letters = asyncio.run(
-                dead_letters(common.kafka_bootstrap_servers, service, last)
-            )
+            letters = asyncio.run(dead_letters(common.kafka_bootstrap_servers, service, last))
         except OperateError as exc:
             err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
             raise typer.Exit(1) from None
-        console.print(f"[bold]engram.dlq.{service}[/bold]: {total} letter(s)")
-        for letter in letters:
+        count = (
+            f"{letters.count} letter(s)"
+            if letters.exact
+            else f"about {letters.count} letter(s) (offsets, transaction markers included: "
+            "too many to count)"
+        )
+        console.print(f"[bold]{letters.topic}[/bold]: {count}")
+        for letter in letters.newest:
             b = letter.body
             where = f"{b.get('topic')}[{b.get('partition')}]@{b.get('offset')}"
             error = " ".join(str(b.get("error", "")).split())[:240]

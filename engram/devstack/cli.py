@@ -112,11 +112,12 @@ def status_table(parts: list[PartStatus]) -> Table:
 def status(
     state_dir: Path | None = typer.Option(None, "--state-dir", help=_STATE_HELP),
 ) -> None:
-    """Show each part; exit 0 when Kafka, PostgreSQL and every running service are healthy."""
+    """Show each part. Exit 0 when Kafka, PostgreSQL and every running service are healthy
+    (the services are optional here: `engram status` expects them), 1 when a running part
+    is unhealthy, 3 when Kafka or PostgreSQL is not running."""
     parts = stack.status(state_dir)
     console.print(status_table(parts))
-    if not stack.status_ok(parts):
-        raise typer.Exit(code=1)
+    raise typer.Exit(code=stack.status_code(parts, services_expected=False))
 
 
 @dev_app.command()

@@ -190,13 +190,30 @@ def status(state_dir: StateDir = None) -> list[PartStatus]:
     return run_sync(_status(resolve_state(state_dir)))
 
 
+# `engram status`'s exit codes, as `systemctl is-active` and LSB init scripts have them.
+ALL_HEALTHY, RUNNING_UNHEALTHY, NOT_RUNNING = 0, 1, 3
+
+
+def status_code(parts: Iterable[PartStatus], *, services_expected: bool = True) -> int:
+    """For scripts: 0 when every part runs and is healthy; 1 when a running part is not
+    healthy; else 3 when a part is not running. Kafka and PostgreSQL are always expected;
+    the services only when ``services_expected`` (infra-only is a valid dev stack)."""
+    parts = list(parts)
+    if any(part.running and not part.healthy for part in parts):
+        return RUNNING_UNHEALTHY
+    if not_running(parts, services_expected=services_expected):
+        return NOT_RUNNING
+    return ALL_HEALTHY
+
+
+def not_running(parts: Iterable[PartStatus], *, services_expected: bool = True) -> list[str]:
+    """The expected parts that are not running, by name."""
+    infra_names = {kafka.NAME, postgres.NAME}
+    expected = [p for p in parts if services_expected or p.name in infra_names]
+    return [part.name for part in expected if not part.running]
+
+
 def status_ok(parts: Iterable[PartStatus]) -> bool:
     """Healthy enough for scripts: Kafka and PostgreSQL healthy, and every running service
     healthy (services that are not running are not counted: infra-only is a valid stack)."""
-    infra_names = {kafka.NAME, postgres.NAME}
-    for part in parts:
-        if part.name in infra_names and not part.healthy:
-            return False
-        if part.name not in infra_names and part.running and not part.healthy:
-            return False
-    return True
+    return status_code(parts, services_expected=False) == ALL_HEALTHY

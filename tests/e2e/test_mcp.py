@@ -4,6 +4,8 @@ launch it, over stdio."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
 
 from engram.mcp_tools import build_server
 from tests.conftest import caller
@@ -111,3 +114,70 @@ async def test_engram_mcp_serves_the_tools_over_stdio(services: dict[str, str]) 
         assert saved["status"] == "active"
         missing = await mcp.call_tool("memory__get", {"id": "no-such-memory"})
         assert missing.is_error and "not_found" in str(missing.content)
+
+
+async def test_a_refusal_names_the_field_and_its_limit(services: dict[str, str]) -> None:
+    """What the HTTP caller reads in the problem+json, the agent reads in the tool's error:
+    the code, the detail and each refused field; a missing argument in one line."""
+    ana = caller()
+    async with Client(build_server(ana.token, services["command"], services["recall"])) as mcp:
+        empty = await mcp.call_tool("memory__remember", {"content": ""})
+        assert empty.is_error
+        assert "invalid: " in text(empty) and "content: String should have at least 1" in text(
+            empty)
+        long = await mcp.call_tool("memory__remember", {"content": "x" * 4001})
+        assert long.is_error and "content: String should have at most 4000 characters" in text(
+            long)
+        missing = await mcp.call_tool("memory__remember", {"kind": "fact"})
+        assert missing.is_error
+        assert text(missing) == (
+            "Error executing tool memory__remember: missing required argument content")
+        wrong = await mcp.call_tool("memory__search", {"query": "q", "limit": "many"})
+        assert wrong.is_error and "\n" not in text(wrong) and "argument limit: " in text(wrong)
+
+
+async def test_a_line_that_is_not_json_does_not_stop_engram_mcp(
+        services: dict[str, str]) -> None:
+    """The SDK's stdio transport answers nothing to a line that is not JSON (see
+    engram/mcp_tools.py); the server must still answer the requests after it."""
+    ana = caller()
+    engram = Path(sys.executable).parent / "engram"
+    proc = await asyncio.create_subprocess_exec(
+        str(engram), "mcp", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "ENGRAM_TOKEN": ana.token,
+             "ENGRAM_COMMAND_URL": services["command"], "ENGRAM_RECALL_URL": services["recall"]})
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {},
+             "clientInfo": {"name": "test", "version": "0"}}
+    lines = ["not json", rpc(1, "initialize", hello), rpc(None, "notifications/initialized"),
+             '{"jsonrpc": "2.0", "id": 2, "method": "ping"', rpc(3, "tools/list")]
+    try:
+        proc.stdin.write("".join(f"{line}\n" for line in lines).encode())
+        await proc.stdin.drain()
+        answers: dict[Any, dict[str, Any]] = {}
+        while 3 not in answers:
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            assert line, f"engram mcp closed its output; answers so far: {answers}"
+            answer = json.loads(line)
+            answers[answer.get("id")] = answer
+        assert {t["name"] for t in answers[3]["result"]["tools"]} == TOOLS
+        assert "result" in answers[1]
+        for broken in (None, 2):  # should the SDK answer them one day: a parse error
+            assert answers.get(broken, {"error": {"code": -32700}})["error"]["code"] == -32700
+    finally:
+        proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+def rpc(id: int | None, method: str, params: dict[str, Any] | None = None) -> str:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if id is not None:
+        message["id"] = id
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message)
+
+
+def text(result: CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent))

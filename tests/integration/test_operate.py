@@ -14,9 +14,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import topics
+from engram import operate
 from engram.db import migrate, migrate_shared
 from engram.kafka import dead_letter
-from engram.operate import OperateError, consumer_lag, dead_letters, redrive
+from engram.operate import OperateError, consumer_lag, dead_letters, letters_in, redrive
 
 pytestmark = pytest.mark.integration
 PROJECTOR_SQL = Path(__file__).parents[2] / "services" / "projector" / "sql"
@@ -70,7 +71,12 @@ async def test_lag_counts_records_not_markers(
             "VALUES ($1, $2, 0, $3)",
             [(stored_offsets, topic, 1), (f"{stored_offsets}-done", topic, 5)],
         )
-        rows = {r.consumer: r for r in await consumer_lag(bootstrap, dsn) if r.topic == topic}
+        groups = {stored_offsets: "projector"}  # as if it were the projector's group
+        rows = {
+            r.consumer: r
+            for r in await consumer_lag(bootstrap, dsn, groups=groups)
+            if r.topic == topic
+        }
     finally:
         await conn.execute(
             "DELETE FROM projector.offsets WHERE consumer = $1", f"{stored_offsets}-done"
@@ -80,6 +86,50 @@ async def test_lag_counts_records_not_markers(
     assert rows[stored_offsets].end == 6  # records at 0, 2, 4; markers at 1, 3, 5
     assert (rows[stored_offsets].behind, rows[stored_offsets].exact) == (2, True)
     assert rows[f"{stored_offsets}-done"].behind == 0  # only the last marker is left
+    # Labelled: whose group it is, and where a stale one's offsets are to be deleted.
+    assert (rows[stored_offsets].service, rows[stored_offsets].stored_in) == (
+        "projector", "projector.offsets")
+    assert rows[f"{stored_offsets}-done"].service is None
+
+
+async def test_letters_are_counted_as_records_not_offsets(
+    stack_settings: dict[str, str], lag_topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A letter written in a transaction is followed by its commit marker, and an aborted
+    one takes offsets too: the count is what a reader gets, and `--last N` shows N."""
+    bootstrap, topic = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], lag_topic
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic)
+    await producer.start()
+    try:
+        for n in range(3):  # three letters, three commit markers
+            async with producer.transaction():
+                await producer.send_and_wait(topic, letter(n), partition=0)
+        await producer.begin_transaction()  # one aborted letter and its abort marker
+        await producer.send_and_wait(topic, letter(99), partition=0)
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send_and_wait(topic, letter(3), partition=0)
+    finally:
+        await producer.stop()
+
+    shown = await letters_in(bootstrap, topic, last=10)
+    assert (shown.count, shown.exact) == (4, True)
+    assert [x.body["error"] for x in shown.newest] == ["e0", "e1", "e2", "e3"]
+    newest = await letters_in(bootstrap, topic, last=2)
+    assert (newest.count, [x.body["error"] for x in newest.newest]) == (4, ["e2", "e3"])
+    assert (await letters_in(bootstrap, topic, last=0)).newest == []
+    with pytest.raises(OperateError, match="0 or more"):
+        await letters_in(bootstrap, topic, last=-1)
+
+    # Past the bound the count is of offsets, and says so; the newest are still letters.
+    monkeypatch.setattr(operate, "COUNT_AT_MOST", 3)
+    rough = await letters_in(bootstrap, topic, last=3)
+    assert (rough.count, rough.exact) == (10, False)
+    assert [x.body["error"] for x in rough.newest] == ["e1", "e2", "e3"]
+
+
+def letter(n: int) -> bytes:
+    return json.dumps({"topic": topics.COMMANDS, "error": f"e{n}"}).encode()
 
 
 async def test_dead_letters_are_listed_and_only_input_records_redriven(
@@ -101,9 +151,9 @@ async def test_dead_letters_are_listed_and_only_input_records_redriven(
     finally:
         await producer.stop()
 
-    total, newest = await dead_letters(bootstrap, "extractor", last=2)
-    assert total >= 2
-    assert [(x.offset, x.body["error"]) for x in newest] == [
+    shown = await dead_letters(bootstrap, "extractor", last=2)
+    assert shown.count >= 2
+    assert [(x.offset, x.body["error"]) for x in shown.newest] == [
         (sent[0].offset, f"broken {marker}"), (sent[1].offset, "an event")]
 
     with pytest.raises(OperateError, match="not re-driven"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -114,10 +115,20 @@ class Stream:
         return items, head, generation
 
 
+@pytest.fixture
+async def s(pool: asyncpg.Pool) -> AsyncIterator[Stream]:
+    """A stream of the test's own org, whose offsets row (its org is the consumer) is
+    deleted at the end: a row left behind is a consumer `engram lag` shows for good."""
+    stream = Stream(pool)
+    try:
+        yield stream
+    finally:
+        await pool.execute("DELETE FROM projector.offsets WHERE consumer = $1", stream.org)
+
+
 async def test_each_seq_is_applied_once_and_gaps_and_conflicts_are_reported(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, s: Stream
 ) -> None:
-    s = Stream(pool)
     first = [await s.remember(1, "one"), await s.remember(2, "two")]
     await s.apply(first)
     assert await s.state() == (2, 2, 2)
@@ -144,9 +155,8 @@ async def test_each_seq_is_applied_once_and_gaps_and_conflicts_are_reported(
 
 
 async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, s: Stream
 ) -> None:
-    s = Stream(pool)
     first = [await s.remember(1, "one"), await s.remember(2, "two")]
     assert await s.apply_in_one(first)
     assert await s.state() == (2, 2, 2)
@@ -184,12 +194,11 @@ async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all
 
 
 async def test_a_fetch_is_decoded_once_and_its_undecodable_records_dead_lettered_first(
-    pool: asyncpg.Pool,
+    s: Stream,
 ) -> None:
     """The follower prepares a fetch once for both paths: an undecodable record goes to
     the dead letters before anything is written, and the new memories around it still
     take the one statement."""
-    s = Stream(pool)
     one = await s.remember(1, "one")
     s.offset += 1
     poison = SimpleNamespace(topic="engram.events", partition=0, offset=s.offset, value=b"{")
@@ -200,9 +209,10 @@ async def test_a_fetch_is_decoded_once_and_its_undecodable_records_dead_lettered
     assert await s.applied_offset() == two.offset + 1
 
 
-async def test_each_new_head_is_announced_when_its_batch_commits(pool: asyncpg.Pool) -> None:
+async def test_each_new_head_is_announced_when_its_batch_commits(
+    pool: asyncpg.Pool, s: Stream
+) -> None:
     """Both paths announce '<seq> <stream_id>' on engram_projected, after the commit."""
-    s = Stream(pool)
     heard: asyncio.Queue[str] = asyncio.Queue()
 
     def announced(_conn: object, _pid: int, _channel: str, payload: object) -> None:

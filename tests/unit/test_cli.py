@@ -1,10 +1,16 @@
-"""The operator CLI's verdicts on a re-embedding pass."""
+"""The operator CLI's verdicts: a re-embedding pass, the stack's status, and the
+arguments it refuses before doing anything."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from engram.cli import _reindex_summary
+import jwt
+import pytest
+from typer.testing import CliRunner
+
+from engram.cli import _reindex_summary, app
+from engram.devstack import PartStatus, stack
 from services.indexer.reindex import ReindexProgress
 
 
@@ -23,3 +29,72 @@ def test_a_finished_or_empty_pass_exits_0() -> None:
     assert _reindex_summary(ReindexProgress("m@3", "acme", total=3, embedded=3, done=True)) == 0
     assert _reindex_summary(ReindexProgress("m@3", None, done=True)) == 0
     assert _reindex_summary(None) == 0
+
+
+def part(name: str, running: bool = True, healthy: bool = True) -> PartStatus:
+    return PartStatus(name, running, healthy, 1 if running else None, "")
+
+
+STACK = ["kafka", "postgres", "command", "projector", "indexer", "extractor", "recall"]
+
+
+@pytest.mark.parametrize(
+    ("down", "unhealthy", "code"),
+    [
+        ((), (), 0),
+        (("projector",), (), 3),  # a service died: not a healthy stack
+        (("kafka",), (), 3),
+        ((), ("recall",), 1),
+        (("projector",), ("recall",), 1),  # what runs badly is said first
+    ],
+)
+def test_status_exits_0_healthy_1_unhealthy_3_not_running(
+    down: tuple[str, ...], unhealthy: tuple[str, ...], code: int
+) -> None:
+    parts = [part(n, running=n not in down, healthy=n not in down + unhealthy) for n in STACK]
+    assert stack.status_code(parts) == code
+
+
+def test_infra_only_is_a_healthy_dev_stack_when_the_services_are_not_expected() -> None:
+    parts = [part("kafka"), part("postgres"), *(part(n, running=False, healthy=False)
+                                                for n in STACK[2:])]
+    assert stack.status_code(parts, services_expected=False) == 0
+    assert stack.status_code(parts) == 3
+    assert stack.status_code([part("kafka", False, False), part("postgres")],
+                             services_expected=False) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--org", ""], "Invalid value for '--org': it is empty"),
+        (["--org", "acme/x"], "an org has no '/'"),
+        (["--member", ""], "Invalid value for '--member': it is empty"),
+        (["--member", "  "], "Invalid value for '--member': it is empty"),
+        (["--agent", ""], "Invalid value for '--agent': it is empty"),
+        (["--ttl", "-1"], "Invalid value for '--ttl'"),
+        (["--ttl", "0"], "Invalid value for '--ttl'"),
+    ],
+)
+def test_token_refuses_an_empty_name_a_slash_in_the_org_and_a_ttl_under_1(
+    args: list[str], said: str
+) -> None:
+    result = CliRunner().invoke(app, ["token", *args])
+    assert result.exit_code == 2
+    assert said in " ".join(result.output.replace("│", " ").split())
+
+
+def test_token_mints_what_it_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGRAM_STATE_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["token", "--org", "acme", "--member", "bob", "--ttl", "60"])
+    assert result.exit_code == 0, result.output
+    claims = jwt.decode(result.output.strip(), options={"verify_signature": False})
+    assert (claims["org"], claims["sub"], claims["exp"] - claims["iat"]) == ("acme", "bob", 60)
+
+
+def test_dlq_list_refuses_a_negative_last() -> None:
+    result = CliRunner().invoke(app, ["dlq", "list", "--last", "-1"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--last'" in result.output

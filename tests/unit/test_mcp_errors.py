@@ -1,0 +1,52 @@
+"""The MCP tools' errors: a service's problem+json, and arguments a tool's schema refuses,
+as the one line an agent reads."""
+
+from __future__ import annotations
+
+import httpx
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
+
+from engram.mcp_tools import EngramProblem, build_server
+
+
+def test_a_problem_names_its_code_detail_and_every_refused_field() -> None:
+    body = {
+        "code": "invalid",
+        "detail": "the request body or parameters are invalid",
+        "errors": [
+            {"loc": ["body", "content"], "msg": "String should have at most 4000 characters"},
+            {"loc": ["query", "limit"], "msg": "Input should be less than or equal to 100"},
+        ],
+    }
+    problem = EngramProblem(httpx.Response(422, json=body))
+    assert problem.code == "invalid"
+    assert str(problem) == (
+        "invalid: the request body or parameters are invalid (content: String should have at "
+        "most 4000 characters; limit: Input should be less than or equal to 100)"
+    )
+
+
+def test_a_problem_without_errors_or_json_is_its_code_and_detail() -> None:
+    conflict = {"code": "stale_revision", "detail": "the memory is at revision 3"}
+    assert str(EngramProblem(httpx.Response(409, json=conflict))) == (
+        "stale_revision: the memory is at revision 3"
+    )
+    assert str(EngramProblem(httpx.Response(502, text="Bad gateway"))) == "502: Bad gateway"
+
+
+async def test_arguments_a_tool_refuses_are_named_in_one_line() -> None:
+    server = build_server("token", "http://127.0.0.1:9", "http://127.0.0.1:9")
+    async with Client(server) as mcp:
+        missing = await mcp.call_tool("memory__update", {})
+        wrong = await mcp.call_tool("memory__remember", {"content": "x", "kind": "rumour"})
+    assert missing.is_error and wrong.is_error
+    assert text(missing) == "Error executing tool memory__update: missing required argument id"
+    assert text(wrong).startswith(
+        "Error executing tool memory__remember: argument kind: Input should be 'fact'"
+    )
+    assert "\n" not in text(wrong) and "pydantic" not in text(wrong)
+
+
+def text(result: CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, TextContent))
