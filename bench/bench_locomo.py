@@ -120,7 +120,7 @@ async def store(
     envelopes, by_item = [], {}
     for dia_id, text in turns(sample["conversation"]):
         command_id = f"{org}-{dia_id}"
-        by_item[new_item_id(command_id)] = dia_id
+        by_item[new_item_id(f"{org}/member:reader", command_id)] = dia_id
         envelopes.append(
             CommandEnvelope(
                 command_id=command_id,

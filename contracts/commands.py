@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
+
+from contracts.text import refuse_nul
 
 MAX_CONTENT = 4000
 MAX_TITLE = 200
@@ -53,6 +62,11 @@ class Command(BaseModel):
     # ``expected``). None: no check.
     expected_version: int | None = Field(default=None, ge=0)
 
+    @model_validator(mode="after")
+    def _no_nul(self) -> Command:
+        refuse_nul(self.__dict__)  # Postgres's text cannot hold one (contracts.text)
+        return self
+
 
 class ItemCommand(Command):
     item_id: str = Field(min_length=1, max_length=64)
@@ -65,18 +79,18 @@ class RememberMemory(Command):
     kind: Kind = "note"
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     key: str | None = Field(default=None, max_length=MAX_TITLE)
-    pinned: bool = False
+    pinned: StrictBool = False
     tags: tuple[str, ...] = Field(default=(), max_length=32)
     sources: tuple[str, ...] = Field(default=(), max_length=32)
     # The user message of the run that asked for this save (agents only).
     user_message: str | None = Field(default=None, max_length=20_000)
     # Saving text that was forgotten before must be meant.
-    resave_forgotten: bool = False
+    resave_forgotten: StrictBool = False
     # Propose only: extraction and suggestions always wait for a person.
-    candidate: bool = False
+    candidate: StrictBool = False
     # Proposed by the extractor from a conversation turn (the change log says so): only
     # ever a candidate.
-    extracted: bool = False
+    extracted: StrictBool = False
     # A fact that stops counting at this time (it then counts as expired).
     expires_at: datetime | None = None
     # Memories this one relates to: each gets a ``related`` link from it.
@@ -124,11 +138,11 @@ class UndoChange(ItemCommand):
 
 
 class PinMemory(ItemCommand):
-    pinned: bool = True
+    pinned: StrictBool = True
 
 
 class DisableMemory(ItemCommand):
-    disabled: bool = True
+    disabled: StrictBool = True
 
 
 class ArchiveMemory(ItemCommand):
@@ -174,6 +188,13 @@ class UnlinkMemory(ItemCommand):
 
     target_id: str = Field(min_length=1, max_length=64)
     kind: LinkKind = "related"
+
+    @field_validator("kind")
+    @classmethod
+    def _not_reserved(cls, kind: str) -> str:
+        if kind in RESERVED_LINK_KINDS:
+            raise ValueError(f"the kind {kind!r} is reserved: unarchiving removes it")
+        return kind
 
 
 # What a proposal on a teammate's memory may change (seed 004: its text, its status, and
@@ -243,7 +264,7 @@ class ClearMemories(Command):
     """Erase every memory of the scope for real, each as ForgetMemory would (the seeds'
     clear-all). Only with explicit confirmation: ``confirm`` must be true."""
 
-    confirm: bool = False
+    confirm: StrictBool = False
     reason: str | None = Field(default=None, max_length=500)
 
 

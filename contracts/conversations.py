@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from contracts.commands import ScopeChoice
+from contracts.text import refuse_nul
 
 MAX_MESSAGE = 20_000  # the same cap as RememberMemory.user_message
 MAX_SOURCES = 31  # a proposal's sources are the turn id plus these, at most 32
@@ -43,3 +44,8 @@ class ConversationTurn(BaseModel):
         if any(not s or len(s) > 100 for s in sources):
             raise ValueError("each source id must have 1 to 100 characters")
         return sources
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> ConversationTurn:
+        refuse_nul(self.__dict__)  # Postgres's text cannot hold one (contracts.text)
+        return self

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.text import refuse_nul
 
 
 class Actor(BaseModel):
@@ -27,6 +29,10 @@ class Actor(BaseModel):
 MadeBy = Literal["person", "agent", "extraction", "promotion", "fork", "proposal"]
 
 
+# A command id (an HTTP caller's Idempotency-Key) has this many characters.
+COMMAND_ID_LENGTH = (8, 100)
+
+
 class CommandEnvelope(BaseModel):
     """A command as it travels on ``engram.commands`` (key = ``stream_id``).
 
@@ -36,12 +42,22 @@ class CommandEnvelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    command_id: str = Field(min_length=8, max_length=100)
+    command_id: str = Field(min_length=COMMAND_ID_LENGTH[0], max_length=COMMAND_ID_LENGTH[1])
     type: str
     token: str
     stream_id: str
     issued_at: datetime | None = None
     payload: dict[str, Any]
+    # The command id names one act, not one request (a scope's MEMORY.md import): a
+    # repeat is answered with the first answer whatever it carries. Otherwise a repeat
+    # that differs from the first request is refused (``idempotency_key_reused``).
+    once: bool = False
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> CommandEnvelope:
+        # The payload is its command's to check; these reach Postgres and logs as they are.
+        refuse_nul({"command_id": self.command_id, "type": self.type, "stream_id": self.stream_id})
+        return self
 
 
 class EventHeader(BaseModel):

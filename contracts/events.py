@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from contracts.commands import Kind, ProposableChange
 from contracts.envelope import EventEnvelope, EventHeader
+from contracts.text import scrub_nul
 
 Status = Literal["candidate", "active", "disabled", "archived", "forgotten"]
 
@@ -204,7 +205,9 @@ def decode_event(raw: bytes) -> tuple[EventHeader, Event]:
     One pass when the event is of the current schema version; any other record takes
     the two steps (envelope, then ``parse_event``, which upcasts an older version) and
     raises what they raise: ``ValidationError``, ``KeyError`` for an unknown type,
-    ``ValueError`` for a version newer than this reader."""
+    ``ValueError`` for a version newer than this reader. A NUL in its text (an event
+    written before commands refused them) reads as U+FFFD."""
+    raw = scrub_nul(raw)
     try:
         typed = _TYPED.validate_json(raw)
     except ValidationError:

@@ -23,6 +23,28 @@ ISSUER = "engram"
 AUDIENCE = "engram"
 
 
+# A claim that names an org, member, agent, session or project: it becomes part of a
+# stream id (``<org>/<scope>``, so an org holds no '/') and of Postgres text.
+MAX_NAME = 200
+_CONTROL = frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
+def _check_name(claim: str, value: Any, required: bool) -> None:
+    if value is None and not required:
+        return
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_NAME
+        or not _CONTROL.isdisjoint(value)
+        or (claim == "org" and "/" in value)
+    ):
+        extra = ", without '/'" if claim == "org" else ""
+        raise AuthError(
+            f"invalid bearer token: the {claim} claim must be a string of 1 to {MAX_NAME} "
+            f"characters{extra}, without control characters"
+        )
+
+
 class AuthError(Exception):
     """The bearer token is missing, malformed, expired or not ours."""
 
@@ -146,13 +168,18 @@ class TokenVerifier:
             raise AuthError(f"invalid bearer token: {exc}") from exc
         if isinstance(claims["exp"], bool) or not isinstance(claims["exp"], int | float):
             raise AuthError("invalid bearer token: Expiration Time claim (exp) must be a number")
+        for name in ("org", "sub", "agent", "session", "project", "fork_of"):
+            _check_name(name, claims.get(name), required=name in ("org", "sub"))
+        roles = claims.get("roles", [])
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise AuthError("invalid bearer token: the roles claim must be a list of strings")
         principal = Principal(
-            org=str(claims["org"]),
-            member=str(claims["sub"]),
+            org=claims["org"],
+            member=claims["sub"],
             agent=claims.get("agent"),
             session=claims.get("session"),
             project=claims.get("project"),
-            roles=tuple(claims.get("roles", ())),
+            roles=tuple(roles),
             fork_of=claims.get("fork_of"),
         )
         return principal, float(claims["exp"])

@@ -4,6 +4,7 @@ and a validation error's details as a caller reads them."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,7 +13,7 @@ from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession
 from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten
 from engram.crypto import SENSITIVE_FIELDS
-from services.command.errors import DomainError
+from services.command.errors import DomainError, IdempotencyKeyReused
 from services.command.state import StreamState
 
 
@@ -26,6 +27,27 @@ def accepted(
         stream_id=env.stream_id,
         result=result,
         events=events or [],
+    )
+
+
+def fingerprint(cmd: Command) -> bytes:
+    """A digest of the command as decided (its text unsealed): equal for a true repeat."""
+    return hashlib.blake2b(cmd.model_dump_json().encode(), digest_size=12).digest()
+
+
+def repeated(env: CommandEnvelope, first: dict[str, Any], same: bool) -> CommandReply:
+    """A repeat's reply: its first answer, or, when ``same`` is False (another request
+    under the used id), a refusal that names the first one's item."""
+    if same:
+        return accepted(env, {**first, "duplicate": True})
+    return refused(
+        env,
+        IdempotencyKeyReused(
+            f"command id {env.command_id!r} was used for another request in this scope "
+            f"(it answered for memory {first.get('item_id')}): send this request with a "
+            "new Idempotency-Key",
+            first_item_id=first.get("item_id"),
+        ),
     )
 
 

@@ -16,8 +16,16 @@ ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
 
 @functools.lru_cache(maxsize=65_536)  # asked several times per command on the hot path
-def new_item_id(command_id: str) -> str:
-    """Deterministic: a command retried after a crash names the same item (and key)."""
+def new_item_id(stream_id: str, command_id: str) -> str:
+    """Deterministic: a command retried after a crash names the same item (and key). Of
+    its stream too: a command id is the caller's (an Idempotency-Key), and the same one
+    sent in another scope or org must never name the same item, nor its key."""
+    return str(uuid.uuid5(ITEM_NAMESPACE, f"{stream_id}\x1f{command_id}"))
+
+
+def legacy_item_id(command_id: str) -> str:
+    """The id a save made before ids were of their stream (``new_item_id``): a late
+    repeat of one is still known by its item."""
     return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
 
 

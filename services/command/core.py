@@ -223,7 +223,7 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
 
 
 def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Event]:
-    check_superseded_by(state, cmd.superseded_by)
+    check_superseded_by(state, cmd.item_id, cmd.superseded_by)
     check_owner(find_item(state, cmd.item_id), ctx)
     return transition(
         state, cmd.item_id, {"active": "archived", "disabled": "archived"}, cmd.superseded_by
@@ -237,7 +237,7 @@ def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list
 
 def _confirm(state: StreamState, cmd: c.ConfirmCandidate, ctx: Context) -> list[Event]:
     if ctx.is_agent:
-        raise InvalidCommand("only a person can confirm a candidate")
+        raise Forbidden("only a person can confirm a candidate")
     return transition(state, cmd.item_id, {"candidate": "active"})
 
 

@@ -63,6 +63,12 @@ class NotFound(DomainError):
     code, status, title = "not_found", 404, "Memory not found"
 
 
+class ProposalNotFound(DomainError):
+    """No such proposal in this scope."""
+
+    code, status, title = "not_found", 404, "Proposal not found"
+
+
 class Conflict(DomainError):
     """The base revision is stale, or the item's state does not allow the change."""
 
@@ -79,6 +85,12 @@ class CandidateLimitReached(DomainError):
     """A run has proposed as many candidates in this scope as the org's policy allows."""
 
     code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
+
+
+class IdempotencyKeyReused(DomainError):
+    """A command id (an Idempotency-Key) sent again with another request."""
+
+    code, status, title = "idempotency_key_reused", 422, "Idempotency-Key reused"
 
 
 class NotReadable(DomainError):

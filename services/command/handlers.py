@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.routing import Route
 
 from contracts import commands as c
+from contracts.envelope import COMMAND_ID_LENGTH
 from engram.http import ProblemError
 from services.command.answers import json_errors
 from services.command.saving import routes as saving_routes
@@ -52,7 +53,9 @@ class CommandRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: str
-    command_id: str | None = Field(default=None, min_length=8, max_length=100)
+    command_id: str | None = Field(
+        default=None, min_length=COMMAND_ID_LENGTH[0], max_length=COMMAND_ID_LENGTH[1]
+    )
     payload: dict[str, Any]
 
 

@@ -19,7 +19,7 @@ from services.command.errors import (
     Conflict,
     Forbidden,
     InvalidCommand,
-    NotFound,
+    ProposalNotFound,
 )
 from services.command.rules import check_base, check_superseded_by, find_item, transition
 from services.command.state import Item, Proposal, StreamState
@@ -30,10 +30,12 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
         raise InvalidCommand("proposals are for the shared scope: change your own memory directly")
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
-    check_superseded_by(state, cmd.superseded_by)
-    if not _applies(item, cmd.change):
+    check_superseded_by(state, item.item_id, cmd.superseded_by)
+    if not _applies(item, cmd, ctx):
         raise Conflict(
-            f"memory {item.item_id} is {item.status}"
+            f"memory {item.item_id} holds this text already: the correction changes nothing"
+            if cmd.change == "correct"
+            else f"memory {item.item_id} is {item.status}"
             f"{', pinned' if item.pinned else ''}; '{cmd.change}' does not apply",
             item_id=item.item_id,
             memory_status=item.status,
@@ -58,8 +60,12 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
     ]
 
 
-def _applies(item: Item, change: str) -> bool:
-    """Whether the change would change the memory as it is now."""
+def _applies(item: Item, cmd: c.ProposeChange, ctx: Context) -> bool:
+    """Whether the change would change the memory as it is now (a correction that keeps
+    the title and gives the text it has changes nothing)."""
+    change = cmd.change
+    if change == "correct" and cmd.content is not None and not cmd.title:
+        return ctx.content_hash(cmd.content) != item.current.content_hash
     if change == "pin":
         return not item.pinned
     if change == "unpin":
@@ -70,7 +76,9 @@ def _applies(item: Item, change: str) -> bool:
 def _pending(state: StreamState, proposal_id: str) -> Proposal:
     proposal = (state.proposals or {}).get(proposal_id)
     if proposal is None:
-        raise NotFound(f"no proposal {proposal_id} in {state.stream_id}", proposal_id=proposal_id)
+        raise ProposalNotFound(
+            f"no proposal {proposal_id} in {state.stream_id}", proposal_id=proposal_id
+        )
     if proposal.status != "pending":
         raise Conflict(
             f"proposal {proposal_id} is {proposal.status} already",

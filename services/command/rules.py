@@ -20,7 +20,12 @@ from services.command.state import Item, StreamState
 def find_item(state: StreamState, item_id: str) -> Item:
     item = state.items.get(item_id)
     if item is None:
-        raise NotFound(f"no memory {item_id} in {state.stream_id}", item_id=item_id)
+        hint = (
+            " (a shared memory is changed with scope: shared)"
+            if not state.stream_id.endswith("/shared")
+            else ""
+        )
+        raise NotFound(f"no memory {item_id} in {state.stream_id}{hint}", item_id=item_id)
     if item.status == "forgotten":
         raise Gone(
             f"memory {item_id} was forgotten; it cannot be changed or restored", item_id=item_id
@@ -111,8 +116,12 @@ def status_change(item: Item, status: str, superseded_by: str | None = None) -> 
     )
 
 
-def check_superseded_by(state: StreamState, superseded_by: str | None) -> None:
-    if superseded_by is not None and superseded_by not in state.items:
+def check_superseded_by(state: StreamState, item_id: str, superseded_by: str | None) -> None:
+    if superseded_by is None:
+        return
+    if superseded_by == item_id:
+        raise InvalidCommand(f"memory {item_id} cannot be superseded by itself")
+    if superseded_by not in state.items:
         raise InvalidCommand(f"superseded_by {superseded_by} is not a memory of this scope")
 
 

@@ -16,7 +16,7 @@ from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.http import ProblemError
 from services.command.answers import json_errors
-from services.command.submit import read_json, send, submit
+from services.command.submit import idempotency_key, read_json, send, submit
 
 # A stream's MEMORY.md import is one command id, so that the writer's idempotency record
 # keeps it from ever happening twice (the first answer comes back, marked duplicate).
@@ -95,7 +95,7 @@ async def ingest(request: Request) -> JSONResponse:
         )
     scope, related = body.get("scope", "private"), body.get("related_ids")
     payloads = [_message(i, m, scope, related) for i, m in enumerate(messages)]
-    key = request.headers.get("idempotency-key")
+    key = idempotency_key(request)
     ids = [
         str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) if key else None
         for i in range(len(payloads))

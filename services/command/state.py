@@ -27,7 +27,7 @@ from contracts.events import (
     Sealed,
     Status,
 )
-from services.command.context import new_item_id
+from services.command.context import legacy_item_id, new_item_id
 
 LinkKey = tuple[str, str]  # (target_id, kind)
 
@@ -103,6 +103,11 @@ class StreamState:
     # run_id -> the candidates that run proposed here, its last RUNS_KEPT runs, oldest
     # first (None until the first, as Item.links).
     run_candidates: dict[str, int] | None = None
+    # command_id -> a digest of the command as first decided, kept as long as its answer
+    # (None until the first, as Item.links). A repeat that differs is another request
+    # under a used id, and is refused. Events do not carry it: a command decided after
+    # the last checkpoint is known after a restore by its answer only.
+    fingerprints: dict[str, bytes] | None = None
 
     def candidates_of(self, run_id: str) -> int:
         return (self.run_candidates or {}).get(run_id, 0)
@@ -112,9 +117,16 @@ class StreamState:
         first answer while kept, else (a save older than that) its item as it is now."""
         if (first := self.results.get(command_id)) is not None:
             return first
-        if (item := self.items.get(new_item_id(command_id))) is not None:
-            return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
+        for item_id in (new_item_id(self.stream_id, command_id), legacy_item_id(command_id)):
+            if (item := self.items.get(item_id)) is not None:
+                return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
         return None
+
+    def record_fingerprint(self, command_id: str, digest: bytes) -> None:
+        if command_id in self.results:  # it was answered (it wrote events)
+            self.fingerprints = self.fingerprints or {}
+            self.fingerprints[command_id] = digest
+            _keep_newest(self.fingerprints, ANSWERS_KEPT)
 
     def active_by_key(self, key: str) -> Item | None:
         for item in self.items.values():

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from contracts import commands as c
-from contracts.envelope import CommandEnvelope, CommandReply
+from contracts.envelope import COMMAND_ID_LENGTH, CommandEnvelope, CommandReply
 from engram.auth import ScopeError
 from engram.crypto import SENSITIVE_FIELDS, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
@@ -36,6 +36,20 @@ async def read_json(request: Request, optional: bool = False) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ProblemError(422, "Invalid request", "the body must be a JSON object", "invalid")
     return body
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` (it becomes the command id): 8 to 100 characters."""
+    key = request.headers.get("idempotency-key")
+    shortest, longest = COMMAND_ID_LENGTH
+    if key is not None and not shortest <= len(key) <= longest:
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"Idempotency-Key: {shortest} to {longest} characters, not {len(key)}",
+            "invalid",
+        )
+    return key
 
 
 async def submit(
@@ -78,18 +92,21 @@ async def send(
         command = model.model_validate(payload)
         stream = principal.stream(command.scope)
     except ValidationError as exc:
+        errors = json_errors(exc)
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
         raise ProblemError(
             422,
             "Invalid command",
-            "the command is invalid",
+            f"the command is invalid: {where + ': ' if where else ''}{first['msg']}",
             "invalid",
-            errors=json_errors(exc),
+            errors=errors,
         ) from exc
     except ScopeError as exc:
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
     if id_per_stream is not None:
         command_id = id_per_stream(stream)
-    command_id = command_id or request.headers.get("idempotency-key") or str(uuid.uuid4())
+    command_id = command_id or idempotency_key(request) or str(uuid.uuid4())
     payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
     envelope = CommandEnvelope(
         command_id=command_id,
@@ -97,10 +114,11 @@ async def send(
         token=bearer_token(request),
         stream_id=stream,
         payload=payload,
+        once=id_per_stream is not None,  # the id names the act (a scope's import)
     )
 
     async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
-        text = await _sealed(app.keystore, principal.org, command, command_id, plain.payload)
+        text = await _sealed(app.keystore, principal.org, command, plain)
         return plain.model_copy(update={"payload": text})
 
     try:
@@ -118,16 +136,17 @@ async def send(
 
 
 async def _sealed(
-    keystore: KeyStore, org: str, command: c.Command, command_id: str, payload: dict[str, Any]
+    keystore: KeyStore, org: str, command: c.Command, plain: CommandEnvelope
 ) -> dict[str, Any]:
     """Seal the person's text before it touches Kafka, so a forget shreds this copy too:
     text for an existing item goes under that item's key, a new item's under its own."""
+    payload = plain.payload
     if not any(isinstance(payload.get(f), str) for f in SENSITIVE_FIELDS):
         return payload
     key_id = getattr(command, "item_id", None)
     keys = await keystore.get_many({key_id}) if key_id else {}
     if key_id is None or key_id not in keys:
-        key_id = new_item_id(command_id)
+        key_id = new_item_id(plain.stream_id, plain.command_id)
         keys = await keystore.create_many([(key_id, org)])
         if key_id not in keys:
             raise ProblemError(

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from contracts.envelope import EventHeader
 from contracts.events import Event, MemoryForgotten, MemoryRemembered, Sealed, decode_event
+from contracts.text import NUL, REPLACEMENT
 from engram.crypto import open_sealed
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
@@ -276,7 +277,9 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
     def one(sealed: Sealed | None) -> str | None:
         if sealed is None or sealed.key_id not in keys:
             return None
-        return open_sealed(sealed, keys[sealed.key_id])
+        text = open_sealed(sealed, keys[sealed.key_id])
+        # Saved before commands refused NUL: Postgres's text cannot hold one.
+        return text.replace(NUL, REPLACEMENT) if NUL in text else text
 
     return Opened(
         content=one(getattr(event, "content", None)), title=one(getattr(event, "title", None))

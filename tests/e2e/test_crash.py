@@ -48,7 +48,7 @@ def commands(org: str) -> list[CommandEnvelope]:
             i, kind = who, "CorrectMemory"
         else:
             payload, kind = {"content": f"fact {n} of m{i}", "kind": "fact"}, "RememberMemory"
-            made.append((i, new_item_id(command_id)))
+            made.append((i, new_item_id(f"{org}/member:m{i}", command_id)))
         out.append(CommandEnvelope(command_id=command_id, type=kind, token=people[i].token,
                                    stream_id=f"{org}/member:m{i}", payload=payload))
     return out

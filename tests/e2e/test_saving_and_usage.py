@@ -37,9 +37,14 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
         assert [(x["index"], x["ok"], x["status"]) for x in results] == [
             (0, True, "active"), (1, True, "active")]
         again = await http.post(f"{command}/v1/memories/ingest", headers=key,
-                                json={"messages": messages})
+                                json={"messages": messages, "related_ids": [lesson]})
         assert [x["item_id"] for x in again.json()["results"]] == [x["item_id"] for x in results]
         assert all(x["duplicate"] for x in again.json()["results"])
+        # The same key with other messages (here, without the links) is another request.
+        other = await http.post(f"{command}/v1/memories/ingest", headers=key,
+                                json={"messages": messages})
+        assert [(x["ok"], x["code"]) for x in other.json()["results"]] == [
+            (False, "idempotency_key_reused")] * 2
 
         async def saved() -> dict[str, Any] | None:
             r = await http.get(f"{recall}/v1/memories", headers=ana.headers)

@@ -104,7 +104,7 @@ async def test_agent_saves_become_candidates_until_a_person_confirms(
         assert guess["item_id"] not in await recalled_ids(http, rec, person, "sailing")
         r = await http.post(f"{cmd}/v1/memories/{guess['item_id']}/confirm",
                             headers=agent.headers)
-        assert r.status_code == 422, "an agent cannot confirm"
+        assert (r.status_code, r.json()["code"]) == (403, "forbidden"), "an agent cannot confirm"
         r = await http.post(f"{cmd}/v1/memories/{guess['item_id']}/confirm",
                             headers=person.headers)
         assert r.status_code == 200 and r.json()["status"] == "active"

@@ -111,3 +111,24 @@ def test_a_request_can_only_choose_among_the_tokens_scopes() -> None:
     for choice in ("agent", "project", "member:bob"):
         with pytest.raises(ScopeError):
             p.scope(choice)
+
+
+@pytest.mark.parametrize(
+    ("claims", "named"),
+    [
+        ({"org": "", "sub": "ana"}, "org"),
+        ({"org": "acme/evil", "sub": "ana"}, "org"),  # it would split the stream id
+        ({"org": "acme", "sub": ""}, "sub"),
+        ({"org": "acme", "sub": "a\u0000na"}, "sub"),
+        ({"org": "acme", "sub": 7}, "(sub|Subject)"),  # PyJWT's own check says Subject
+        ({"org": "acme", "sub": "ana", "agent": "x" * 201}, "agent"),
+        ({"org": "acme", "sub": "ana", "session": ["s"]}, "session"),
+        ({"org": "acme", "sub": "ana", "roles": "admin"}, "roles"),
+    ],
+)
+def test_names_a_stream_id_is_made_of_are_checked(claims: dict[str, object], named: str) -> None:
+    token = jwt.encode(
+        {**claims, "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}, SECRET
+    )
+    with pytest.raises(AuthError, match=f"the {named} claim|{named} must be a string"):
+        TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET)).verify(token)

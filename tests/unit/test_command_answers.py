@@ -10,14 +10,16 @@ import pytest
 
 from contracts import commands as c
 from services.command import state as state_module
-from services.command.context import new_item_id
+from services.command.context import legacy_item_id, new_item_id
 from services.command.core import decide
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
 
 
 def save(state: StreamState, command_id: str, text: str) -> None:
-    ctx = dataclasses.replace(make_context(), new_item_id=lambda: new_item_id(command_id))
+    ctx = dataclasses.replace(
+        make_context(), new_item_id=lambda: new_item_id(state.stream_id, command_id)
+    )
     for event in decide(state, c.RememberMemory(content=text), ctx):
         evolve(state, state.seq + 1, command_id, event)
 
@@ -29,7 +31,7 @@ def test_the_record_keeps_the_last_answers_oldest_out(monkeypatch: pytest.Monkey
         save(state, f"cmd-{n}", f"text {n}")
     assert list(state.results) == ["cmd-2", "cmd-3", "cmd-4"]
     assert state.first_answer("cmd-4") == {
-        "item_id": new_item_id("cmd-4"),
+        "item_id": new_item_id("acme/member:ana", "cmd-4"),
         "revision": 1,
         "status": "active",
     }
@@ -43,7 +45,7 @@ def test_a_save_older_than_the_record_is_known_by_its_item(
     monkeypatch.setattr(state_module, "ANSWERS_KEPT", 2)
     state = StreamState("acme/member:ana")
     save(state, "first", "the first text")
-    item_id = new_item_id("first")
+    item_id = new_item_id("acme/member:ana", "first")
     ctx = make_context()
     [pinned] = decide(state, c.PinMemory(item_id=item_id), ctx)
     evolve(state, state.seq + 1, "pin", pinned)
@@ -52,3 +54,31 @@ def test_a_save_older_than_the_record_is_known_by_its_item(
     # Its item as it is now, not a second item with the same id.
     assert state.first_answer("first") == {"item_id": item_id, "revision": 2, "status": "active"}
     assert state.first_answer("never-sent") is None
+
+
+def test_the_same_command_id_names_another_item_in_another_stream() -> None:
+    """A command id is the caller's: the same one sent in another scope or org is another
+    command, and its save another item under another key."""
+    assert new_item_id("acme/member:ana", "k7") != new_item_id("acme/member:bob", "k7")
+    assert new_item_id("acme/member:ana", "k7") != new_item_id("evil/member:ana", "k7")
+    ana, eve = StreamState("acme/member:ana"), StreamState("evil/member:eve")
+    save(ana, "k7", "the victim's text")
+    save(eve, "k7", "a decoy")
+    assert set(ana.items).isdisjoint(eve.items)
+    assert eve.first_answer("k7") == eve.results["k7"] != ana.results["k7"]
+
+
+def test_a_save_from_before_ids_were_of_their_stream_is_still_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(state_module, "ANSWERS_KEPT", 1)
+    state = StreamState("acme/member:ana")
+    ctx = dataclasses.replace(make_context(), new_item_id=lambda: legacy_item_id("old"))
+    for event in decide(state, c.RememberMemory(content="saved long ago"), ctx):
+        evolve(state, state.seq + 1, "old", event)
+    save(state, "newer", "another text")
+    assert state.first_answer("old") == {
+        "item_id": legacy_item_id("old"),
+        "revision": 1,
+        "status": "active",
+    }

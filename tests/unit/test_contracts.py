@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
 from contracts import schemas, topics
 from contracts.commands import RememberMemory
+from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope, EventEnvelope
 
 
@@ -46,3 +49,25 @@ def test_memories_are_limited_to_4000_characters() -> None:
     RememberMemory(content="x" * 4000)
     with pytest.raises(ValidationError, match="4000"):
         RememberMemory(content="x" * 4001)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"content": "nul \u0000 byte"},
+        {"content": "fine", "title": "a\u0000"},
+        {"content": "fine", "tags": ["ok", "b\u0000d"]},
+    ],
+)
+def test_commands_refuse_nul_characters_postgres_cannot_hold(payload: dict[str, object]) -> None:
+    with pytest.raises(ValidationError, match="NUL"):
+        RememberMemory.model_validate(payload)
+
+
+def test_envelopes_and_turns_refuse_nul_characters() -> None:
+    with pytest.raises(ValidationError, match="stream_id: text must not contain a NUL"):
+        CommandEnvelope(command_id="cmd-00001", type="RememberMemory", token="t",
+                        stream_id="acme/member:a\u0000", payload={})
+    with pytest.raises(ValidationError, match="turn_id"):
+        ConversationTurn(turn_id="t\u0000", run_id="r", token="t", user_message="hi",
+                         completed_at=datetime.now(UTC))

@@ -164,7 +164,7 @@ def test_an_agent_save_without_the_users_request_is_a_candidate() -> None:
 def test_only_a_person_confirms_and_a_candidate_can_be_dismissed() -> None:
     state = StreamState("s")
     item = remembered(state, candidate=True)
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(Forbidden):
         run(state, c.ConfirmCandidate(item_id=item), make_context(is_agent=True))
     [confirmed] = run(state, c.ConfirmCandidate(item_id=item))
     assert isinstance(confirmed, MemoryStatusChanged) and confirmed.status == "active"

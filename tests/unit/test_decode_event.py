@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from contracts import events as ev
 from contracts import upcasters
 from contracts.envelope import Actor, EventEnvelope, EventHeader
-from contracts.events import MemoryPinned, MemoryRemembered, Sealed, decode_event, parse_event
+from contracts.events import (
+    MemoryLinked,
+    MemoryPinned,
+    MemoryRemembered,
+    Sealed,
+    decode_event,
+    parse_event,
+)
 
 SEALED = Sealed(key_id="i-1", nonce="bm9uY2U=", ciphertext="Y2lwaGVy")
 
@@ -115,3 +122,14 @@ def test_the_extractor_judges_only_the_events_it_watches() -> None:
         _watched_event(SimpleNamespace(value=json.dumps(broken).encode()))
     with pytest.raises(PoisonMessageError):
         _watched_event(SimpleNamespace(value=b"not json"))
+
+
+def test_a_nul_written_before_commands_refused_it_reads_as_a_replacement() -> None:
+    """Postgres's text cannot hold a NUL: no reader of the log may fail on an old one."""
+    event = MemoryLinked(item_id="i-1", target_id="i-2", kind="related")
+    body = json.loads(raw(event))
+    body["payload"]["kind"] = "rel\u0000ated"
+    body["actor"]["member"] = "a\u0000na"
+    header, decoded = decode_event(json.dumps(body).encode())
+    assert isinstance(decoded, MemoryLinked) and decoded.kind == "rel\ufffdated"
+    assert header.actor.member == "a\ufffdna"

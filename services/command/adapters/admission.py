@@ -18,7 +18,7 @@ from contracts.commands import COMMANDS, Command
 from contracts.envelope import CommandEnvelope
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import KeyMissingError, MasterKey, open_payload, seal
-from services.command.adapters.lookups import Lookups
+from services.command.adapters.lookups import Lookups, command_key
 from services.command.adapters.policies import OrgLimits
 from services.command.answers import json_errors
 from services.command.context import Context, new_item_id
@@ -78,7 +78,7 @@ def context_for(
         scope=principal.scope(cmd.scope),
         is_agent=principal.is_agent,
         now=datetime.now(UTC),
-        new_item_id=lambda: new_item_id(env.command_id),
+        new_item_id=lambda: new_item_id(env.stream_id, env.command_id),
         seal=seal_for,
         content_hash=lambda text: master.content_hash(principal.org, text),
         is_admin="admin" in principal.roles,
@@ -86,7 +86,7 @@ def context_for(
         member=principal.member,
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,
-        copies=looked_up.copies.get(env.command_id, ()),
+        copies=looked_up.copies.get(command_key(env), ()),
         fork_of=principal.fork_of,
-        copies_ready=env.command_id not in looked_up.unready,
+        copies_ready=command_key(env) not in looked_up.unready,
     )

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.crypto import sealed_key_ids
-from services.command.adapters.lookups import Lookups
+from services.command.adapters.lookups import Lookups, command_key
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
 
@@ -95,10 +95,11 @@ def keys_needed(
         if env is None:
             continue
         org = env.stream_id.split("/", 1)[0]
+        own = new_item_id(env.stream_id, env.command_id)
         if env.type in ("RememberMemory", "CorrectMemory"):
-            new.append((new_item_id(env.command_id), org))
-        copies = looked_up.copies.get(env.command_id, ())
-        new += [(copy_item_id(new_item_id(env.command_id), s.item_id), org) for s in copies]
+            new.append((own, org))
+        copies = looked_up.copies.get(command_key(env), ())
+        new += [(copy_item_id(own, s.item_id), org) for s in copies]
         state = states.get(env.stream_id)
         if state and copies:  # a key the stream holds takes the copy as a revision
             existing |= {i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))}

@@ -23,14 +23,21 @@ from services.command.adapters.targets import LinkTargets, Target
 from services.command.context import Copy
 from services.command.state import StreamState
 
+CommandKey = tuple[str, str]  # (stream_id, command_id): a command id is its caller's
+
+
+def command_key(env: CommandEnvelope) -> CommandKey:
+    """What tells a batch's commands apart: the same command id may come in two streams."""
+    return env.stream_id, env.command_id
+
 
 @dataclass(frozen=True)
 class Lookups:
     targets: dict[str, Target] = field(default_factory=dict)
     limits: dict[str, OrgLimits] = field(default_factory=dict)  # by org
-    copies: dict[str, tuple[Copy, ...]] = field(default_factory=dict)  # by command id
+    copies: dict[CommandKey, tuple[Copy, ...]] = field(default_factory=dict)
     # Commands whose source the projector had not caught up with in time.
-    unready: frozenset[str] = frozenset()
+    unready: frozenset[CommandKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,9 @@ class BatchLookups:
         self,
         envelopes: Iterable[CommandEnvelope],
         states: Mapping[str, StreamState],
-        appended_at: Mapping[str, float | None] | None = None,
+        appended_at: Mapping[CommandKey, float | None] | None = None,
     ) -> Lookups:
-        """``appended_at``: by command id, the time each command's token must hold at, as
+        """``appended_at``: by command, the time each command's token must hold at, as
         the writer checks it (None or missing: now)."""
         envelopes = list(envelopes)
         copies, unready = await self._copies(envelopes, appended_at or {})
@@ -91,26 +98,26 @@ class BatchLookups:
         return await self.policies.limits({e.stream_id.split("/", 1)[0] for e in envelopes})
 
     async def _copies(
-        self, envelopes: list[CommandEnvelope], appended_at: Mapping[str, float | None]
-    ) -> tuple[dict[str, tuple[Copy, ...]], frozenset[str]]:
+        self, envelopes: list[CommandEnvelope], appended_at: Mapping[CommandKey, float | None]
+    ) -> tuple[dict[CommandKey, tuple[Copy, ...]], frozenset[CommandKey]]:
         """The source memories of each promotion (the token's session) and fork (the
         session the token's session forks), and the commands whose source the projector
         had not caught up with in time. A token that grants no source finds none; the
         command is then refused when it is decided."""
         if self.sources is None:
             return {}, frozenset()
-        wanted: dict[str, str] = {}
+        wanted: dict[CommandKey, str] = {}
         for env in envelopes:
             if env.type in ("PromoteSession", "ForkSession"):
-                source = self._source(env, appended_at.get(env.command_id))
+                source = self._source(env, appended_at.get(command_key(env)))
                 if source is not None:
-                    wanted[env.command_id] = source
+                    wanted[command_key(env)] = source
         if wanted and self.projection is not None:
             where = {partition_for(s, self.partitions) for s in wanted.values()}
             if not await self.projection.caught_up(where):
                 return {}, frozenset(wanted)
         found = await self.sources.active(set(wanted.values()))
-        return {command_id: found[source] for command_id, source in wanted.items()}, frozenset()
+        return {key: found[source] for key, source in wanted.items()}, frozenset()
 
     def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:

@@ -40,7 +40,9 @@ class CommandGateway:
             bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=True
         )
         self._consumer = consumer(bootstrap)
-        self._waiting: dict[str, asyncio.Future[CommandReply]] = {}
+        # By command id, then stream: a command id is the caller's, and the same one may
+        # be in flight in two scopes (each answered for its own).
+        self._waiting: dict[str, dict[str, asyncio.Future[CommandReply]]] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -82,7 +84,8 @@ class CommandGateway:
 
     async def _publish(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
-        self._waiting[envelope.command_id] = future
+        waiting = self._waiting.setdefault(envelope.command_id, {})
+        waiting[envelope.stream_id] = future
         try:
             await self._producer.send_and_wait(
                 topics.COMMANDS,
@@ -93,13 +96,18 @@ class CommandGateway:
         except TimeoutError as exc:
             raise ReplyTimeout(envelope.command_id) from exc
         finally:
-            self._waiting.pop(envelope.command_id, None)
+            waiting.pop(envelope.stream_id, None)
+            if not waiting:
+                self._waiting.pop(envelope.command_id, None)
 
     async def _listen(self) -> None:
         while True:
             batches = await self._consumer.getmany(timeout_ms=500)
             for records in batches.values():
                 for record in records:
-                    future = self._waiting.get((record.key or b"").decode())
+                    if (waiting := self._waiting.get((record.key or b"").decode())) is None:
+                        continue
+                    reply = CommandReply.model_validate_json(record.value or b"")
+                    future = waiting.get(reply.stream_id)
                     if future is not None and not future.done():
-                        future.set_result(CommandReply.model_validate_json(record.value or b""))
+                        future.set_result(reply)

@@ -39,9 +39,9 @@ from services.command.adapters.batch import (
     decode,
     keys_needed,
 )
-from services.command.adapters.lookups import BatchLookups, Lookups
+from services.command.adapters.lookups import BatchLookups, Lookups, command_key
 from services.command.adapters.restore import Restorer
-from services.command.answers import accepted, answer, refused
+from services.command.answers import accepted, answer, fingerprint, refused, repeated
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError
 from services.command.origin import made_by
@@ -138,7 +138,7 @@ class PartitionWriter:
             await self._load({d.envelope.stream_id for d in decoded if d.envelope is not None})
             envelopes = [d.envelope for d in decoded if d.envelope is not None]
             appended = {
-                d.envelope.command_id: d.appended_at for d in decoded if d.envelope is not None
+                command_key(d.envelope): d.appended_at for d in decoded if d.envelope is not None
             }
             looked_up = (
                 await self._lookups.gather(envelopes, self.states, appended)
@@ -200,7 +200,7 @@ class PartitionWriter:
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
-            await self._reply(d, accepted(env, {**first, "duplicate": True}))
+            await self._reply(d, repeated(env, first, self._same(d, state, keys)))
             return
         try:
             principal, cmd = authorise(
@@ -211,14 +211,31 @@ class PartitionWriter:
         except DomainError as exc:
             await self._reply(d, refused(env, exc))
             # The key made for a new item of this command sealed nothing that stays.
-            cleanup.discard.append(new_item_id(env.command_id))
+            cleanup.discard.append(new_item_id(env.stream_id, env.command_id))
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
+        state.record_fingerprint(env.command_id, fingerprint(cmd))
         await self._reply(d, accepted(env, answer(cmd, state, env.command_id, events), ids))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
-        if not any(e.item_id == new_item_id(env.command_id) for e in events):
-            cleanup.discard.append(new_item_id(env.command_id))
+        own = new_item_id(env.stream_id, env.command_id)
+        if not any(e.item_id == own for e in events):
+            cleanup.discard.append(own)
+
+    def _same(self, d: Decoded, state: StreamState, keys: dict[str, bytes]) -> bool:
+        """Whether a repeat is the request first decided under its id (as far as the
+        stream knows: a command decided before a restore's checkpoint gap is)."""
+        assert d.envelope is not None
+        known = (state.fingerprints or {}).get(d.envelope.command_id)
+        if known is None or d.envelope.once:
+            return True
+        try:
+            _, cmd = authorise(
+                self._verifier, d.envelope, keys, d.appended_at, (self.partition, self._partitions)
+            )
+        except DomainError:  # not decidable now (an expired token): its first answer stands
+            return True
+        return fingerprint(cmd) == known
 
     async def _append(
         self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event

@@ -1,0 +1,47 @@
+"""NUL characters: valid in JSON and Python strings, but Postgres's ``text`` cannot hold
+one. Every command, envelope and turn refuses them (a clear 422 or rejection before
+anything is decided); an event written before that was so has each replaced by U+FFFD
+when it is read, so no reader of the log fails on it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NUL = "\x00"
+REPLACEMENT = "\ufffd"
+
+
+def nul_in(values: dict[str, Any]) -> str | None:
+    """The name of the first field whose text holds a NUL, or None."""
+    for name, value in values.items():
+        if isinstance(value, str):
+            if NUL in value:
+                return name
+        elif isinstance(value, tuple | list) and any(
+            isinstance(v, str) and NUL in v for v in value
+        ):
+            return name
+    return None
+
+
+def refuse_nul(values: dict[str, Any]) -> None:
+    if (name := nul_in(values)) is not None:
+        raise ValueError(f"{name}: text must not contain a NUL character (\\u0000)")
+
+
+def scrub_nul(raw: bytes) -> bytes:
+    """The record with every NUL in its strings replaced (nothing to do for nearly all)."""
+    if b"\\u0000" not in raw:
+        return raw
+    return json.dumps(_scrub(json.loads(raw))).encode()
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(NUL, REPLACEMENT)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    return value

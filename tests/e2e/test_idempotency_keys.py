@@ -1,0 +1,114 @@
+"""Idempotency keys are the caller's: the same key in another scope or org is another
+command (never the same memory, nor its key), and the same key with another request is
+refused, not answered with the first answer. Found by a QA pass, as were the bad inputs
+at the end: text Postgres cannot hold, keys out of bounds, loose booleans."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, caller
+from tests.e2e.api import ServicesApi
+from tests.support import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+class Api(ServicesApi):
+    async def keyed(self, who: Caller, key: str, path: str, **body: Any) -> httpx.Response:
+        return await self.http.post(f"{self.command}{path}", json=body,
+                                    headers={**who.headers, "Idempotency-Key": key})
+
+    async def content(self, who: Caller, item_id: str) -> str | None:
+        async def seen() -> dict[str, Any] | None:
+            return await self.memory(who, item_id) or None
+
+        return (await eventually(seen, what=f"memory {item_id}")).get("content")
+
+
+async def test_the_same_key_in_another_org_or_scope_is_another_memory(
+        services: dict[str, str]) -> None:
+    ana, eve = caller(), caller()  # two orgs
+    bob = caller(org=ana.org, member="bob")
+    key = f"k7-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        mine = await api.keyed(ana, key, "/v1/memories", content="The locker code is 4711.")
+        theirs = await api.keyed(eve, key, "/v1/memories", content="A decoy.")
+        his = await api.keyed(bob, key, "/v1/memories", content="Bob's own note.")
+        assert [r.status_code for r in (mine, theirs, his)] == [201, 201, 201]
+        ids = {r.json()["item_id"] for r in (mine, theirs, his)}
+        assert len(ids) == 3, "one key, three scopes: three memories"
+        decoy = theirs.json()["item_id"]
+        fixed = await api.post(eve, f"/v1/memories/{decoy}/correct", base_revision=1,
+                               content="PWNED by eve")
+        assert fixed.status_code == 200, fixed.text
+        gone = await http.delete(f"{api.command}/v1/memories/{decoy}", headers=eve.headers)
+        assert gone.status_code == 200, gone.text
+        # Ana's memory, and Bob's, are their own: untouched, readable, and unshredded.
+        assert await api.content(ana, mine.json()["item_id"]) == "The locker code is 4711."
+        assert await api.content(bob, his.json()["item_id"]) == "Bob's own note."
+
+
+async def test_a_key_reused_for_another_request_is_refused(services: dict[str, str]) -> None:
+    ana = caller()
+    key = f"key-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        first = await api.keyed(ana, key, "/v1/memories", content="Standup is at 9:30.")
+        assert first.status_code == 201, first.text
+        again = await api.keyed(ana, key, "/v1/memories", content="Standup is at 9:30.")
+        assert (again.status_code, again.json()["duplicate"]) == (200, True)
+        other = await api.keyed(ana, key, "/v1/memories", content="Standup is at 10:00.")
+        assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused")
+        assert other.json()["first_item_id"] == first.json()["item_id"]
+        second = await api.remember(ana, "Retro is on Fridays.")
+        pin = await api.keyed(ana, key, f"/v1/memories/{second['item_id']}/pin")
+        assert (pin.status_code, pin.json()["code"]) == (422, "idempotency_key_reused")
+        # A scope's MEMORY.md import is one act: a second one is its first answer.
+        imported = await api.post(ana, "/v1/memories/import-memory-md", content="# Notes\nA")
+        assert imported.status_code == 201, imported.text
+        twice = await api.post(ana, "/v1/memories/import-memory-md", content="# Notes\nB")
+        assert (twice.status_code, twice.json()["duplicate"]) == (200, True)
+
+
+@pytest.mark.parametrize(("body", "key", "field"), [
+    ({"content": "nul \u0000 byte"}, None, "content"),
+    ({"content": "fine", "title": "a\u0000"}, None, "title"),
+    ({"content": "fine"}, "k" * 101, "Idempotency-Key"),
+    ({"content": "fine"}, "short", "Idempotency-Key"),
+    ({"content": "fine", "pinned": "yes"}, None, "pinned"),
+])
+async def test_bad_input_is_a_clear_422(services: dict[str, str], body: dict[str, Any],
+                                        key: str | None, field: str) -> None:
+    ana = caller()
+    headers = {**ana.headers, **({"Idempotency-Key": key} if key else {})}
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(f"{services['command']}/v1/memories", json=body, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert field in r.text
+
+
+async def test_archiving_and_proposing_what_changes_nothing_are_refused(
+        services: dict[str, str]) -> None:
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        item = (await api.remember(ana, "Deploys need two approvals.", scope="shared"))["item_id"]
+        itself = await api.post(ana, f"/v1/memories/{item}/archive", scope="shared",
+                                superseded_by=item)
+        assert (itself.status_code, itself.json()["code"]) == (422, "invalid")
+        same = await api.post(bob, f"/v1/memories/{item}/propose", change="correct",
+                              base_revision=1, content="Deploys need two approvals.",
+                              reason="no change")
+        assert (same.status_code, same.json()["code"]) == (409, "conflict")
+        clear = await api.post(ana, "/v1/memories/clear", confirm="yes")
+        assert clear.status_code == 422, "only JSON's true confirms a clear"
+        private = await api.post(bob, f"/v1/memories/{item}/pin")
+        assert private.status_code == 404 and "scope: shared" in private.json()["detail"]
