@@ -6,25 +6,17 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
 from contracts.envelope import MadeBy
+from contracts.text import postgres_text
 
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
 
 
-def _postgres_text(value: str) -> str:
-    """PostgreSQL's text cannot hold U+0000: a request's text with it is refused as
-    invalid (422, naming the field) before it reaches the database, where it would fail."""
-    if "\x00" in value:
-        raise PydanticCustomError("nul_character", "text cannot hold the NUL character (U+0000)")
-    return value
-
-
 # Every text of a recall request that reaches PostgreSQL: body fields, path and query
 # parameters alike.
-RequestText = Annotated[str, AfterValidator(_postgres_text)]
+RequestText = Annotated[str, AfterValidator(postgres_text)]
 
 
 class RecallRequest(BaseModel):
