@@ -94,8 +94,13 @@ async def proposal_action(request: Request) -> JSONResponse:
 
 
 async def forget(request: Request) -> JSONResponse:
-    item_id, scope = request.path_params["item_id"], request.query_params.get("scope", "private")
-    return await submit(request, "ForgetMemory", {"item_id": item_id, "scope": scope})
+    """Forget a memory: its scope as ``?scope=`` or in an optional body, with a ``reason``."""
+    body = await read_json(request, optional=True)
+    if "scope" in request.query_params:
+        body["scope"] = request.query_params["scope"]
+    return await submit(
+        request, "ForgetMemory", {**body, "item_id": request.path_params["item_id"]}
+    )
 
 
 async def clear(request: Request) -> JSONResponse:

@@ -112,3 +112,9 @@ async def test_archiving_and_proposing_what_changes_nothing_are_refused(
         assert clear.status_code == 422, "only JSON's true confirms a clear"
         private = await api.post(bob, f"/v1/memories/{item}/pin")
         assert private.status_code == 404 and "scope: shared" in private.json()["detail"]
+        # A forget names its scope in the query or, as every other command, in its body.
+        forgot = await http.request("DELETE", f"{api.command}/v1/memories/{item}",
+                                    headers=ana.headers,
+                                    json={"scope": "shared", "reason": "obsolete"})
+        assert forgot.status_code == 200, forgot.text
+        assert forgot.json()["receipt"]["erased"][0]["item_id"] == item
