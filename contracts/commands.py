@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +50,18 @@ RelatedIds = Annotated[
     tuple[Annotated[str, Field(min_length=1, max_length=64)], ...], Field(max_length=32)
 ]
 LinkKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+
+
+def _not_reserved(kind: str) -> str:
+    if kind in RESERVED_LINK_KINDS:
+        raise ValueError(
+            f"the kind {kind!r} is reserved: archiving writes it, unarchiving removes it"
+        )
+    return kind
+
+
+# A kind a link or an unlink command may name (not one archiving keeps for itself).
+OwnLinkKind = Annotated[LinkKind, AfterValidator(_not_reserved)]
 RunId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -172,29 +185,15 @@ class LinkMemory(ItemCommand):
     The same link again changes nothing; a new ``weight`` replaces the old one."""
 
     target_id: str = Field(min_length=1, max_length=64)
-    kind: LinkKind = "related"
+    kind: OwnLinkKind = "related"
     weight: float | None = Field(default=None, ge=0, le=1)
-
-    @field_validator("kind")
-    @classmethod
-    def _not_reserved(cls, kind: str) -> str:
-        if kind in RESERVED_LINK_KINDS:
-            raise ValueError(f"the kind {kind!r} is reserved: archiving writes it")
-        return kind
 
 
 class UnlinkMemory(ItemCommand):
     """Remove exactly the link that (``item_id``, ``target_id``, ``kind``) names."""
 
     target_id: str = Field(min_length=1, max_length=64)
-    kind: LinkKind = "related"
-
-    @field_validator("kind")
-    @classmethod
-    def _not_reserved(cls, kind: str) -> str:
-        if kind in RESERVED_LINK_KINDS:
-            raise ValueError(f"the kind {kind!r} is reserved: unarchiving removes it")
-        return kind
+    kind: OwnLinkKind = "related"
 
 
 # What a proposal on a teammate's memory may change (seed 004: its text, its status, and

@@ -124,27 +124,32 @@ def spawn_detached(
     with log_path.open("ab") as log:
         return subprocess.Popen(
             list(argv),
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
             # A new session keeps Ctrl-C in the launching terminal and SIGHUP at logout away
             # from the part, and makes it the leader of a process group we can signal whole.
             start_new_session=True,
             close_fds=True,
-            **_user_kwargs(user),
+            **_child(cwd, env, log, user),
         )
 
 
-def _user_kwargs(user: str | None) -> dict[str, Any]:
-    if user is None:
-        return {}
-    import pwd
+def _child(
+    cwd: Path | None, env: Mapping[str, str] | None, log: Any, user: str | None
+) -> dict[str, Any]:
+    """What every child gets: its folder, environment, no stdin, output to its log, and,
+    when given, another user (without root's groups next to the new uid)."""
+    kwargs: dict[str, Any] = {
+        "cwd": cwd,
+        "env": dict(env) if env is not None else None,
+        "stdin": subprocess.DEVNULL,
+        "stdout": log,
+        "stderr": subprocess.STDOUT,
+    }
+    if user is not None:
+        import pwd
 
-    entry = pwd.getpwnam(user)
-    # Without group/extra_groups the child would keep root's groups next to the new uid.
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        entry = pwd.getpwnam(user)
+        kwargs |= {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    return kwargs
 
 
 def run_logged(
@@ -162,15 +167,7 @@ def run_logged(
     with log_path.open("ab") as log:
         try:
             completed = subprocess.run(
-                list(argv),
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-                **_user_kwargs(user),
+                list(argv), timeout=timeout, check=False, **_child(cwd, env, log, user)
             )
         except subprocess.TimeoutExpired:
             raise DevstackError(
