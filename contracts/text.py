@@ -23,15 +23,17 @@ def postgres_text(value: str) -> str:
 
 
 def nul_in(values: dict[str, Any]) -> str | None:
-    """The name of the first field whose text holds a NUL, or None."""
+    """The name of the first field whose text holds a NUL, or None (on every command's
+    path: exact types, no isinstance)."""
     for name, value in values.items():
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             if NUL in value:
                 return name
-        elif isinstance(value, tuple | list) and any(
-            isinstance(v, str) and NUL in v for v in value
-        ):
-            return name
+        elif (kind is tuple or kind is list) and value:
+            for v in value:
+                if type(v) is str and NUL in v:
+                    return name
     return None
 
 
