@@ -54,7 +54,9 @@ def create_app(
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
         # Shared by the partitions' writers (one cache of org limits, one projection watch).
-        projection = ProjectionWatch(pool, common.kafka_bootstrap_servers)
+        projection = ProjectionWatch(
+            pool, common.kafka_bootstrap_servers, timeout=settings.projection_wait_seconds
+        )
         await projection.start()
         lookups = BatchLookups(
             verifier,

@@ -25,3 +25,7 @@ class CommandSettings(ServiceSettings):
     # How often the decided commands are deleted from engram.commands (see
     # adapters/pruner.py): the topic's segment age, so that every pass closes a segment.
     prune_seconds: float = Field(COMMANDS_SEGMENT_MS / 1000, gt=0)
+    # How long a promotion's or a fork's read of its source (and a second look for a link's
+    # target) waits for the projector to hold what the log held (adapters/projection.py);
+    # the partition's writer waits meanwhile. Past it, a promotion or fork is refused (503).
+    projection_wait_seconds: float = Field(3.0, gt=0, le=60)
