@@ -1,5 +1,5 @@
 """What an operator asks of a running Engram from outside it: how far behind each
-consumer is, and what is in the dead-letter topics (DESIGN §8).
+consumer is (DESIGN §8; the dead-letter topics are ``engram.letters``'s).
 
 Lag: the command service's group keeps its offsets in Kafka; the projector, the indexer
 and the extractor keep theirs in Postgres (``<service>.offsets``, written with their rows).
@@ -7,41 +7,27 @@ Each is measured against its topic's last stable offset, and the gap is then cou
 records: a transaction's commit marker takes an offset but holds no record, so a consumer
 that has applied everything sits one offset short of the end for good. A consumer that is
 no service's (a test's, a tool's) is told apart from the services' groups.
-
-Dead letters: a letter (``engram.kafka.dead_letter``) carries the original record's bytes,
-where it came from and the error; they are counted as records too (a letter written in a
-transaction is followed by its marker). One whose record came from an input topic
-(``engram.commands``, ``engram.conversations``) can be re-driven: published there again,
-with its key, where command ids and turn ids make a second delivery harmless. An event is
-never published again: ``engram.events`` has one writer; a consumer fixed after a poison
-event re-reads it by a replay.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from contracts import topics
 from engram.kafka import partition_count
+from engram.topic_reads import READ_SECONDS, OperateError, records_between
 
 # Consumers that keep their offsets in Postgres, by the schema that holds them.
 POSTGRES_TRACKED = ("projector", "indexer", "extractor")
 COMMAND_GROUP = "engram-command"
-COUNT_AT_MOST = 10_000  # records read to count a gap exactly; past it, offsets are shown
-READ_SECONDS = 15.0  # how long one partition's read may take before it gives up
-REDRIVABLE = (topics.COMMANDS, topics.CONVERSATIONS)
 
 
 @dataclass(frozen=True)
@@ -55,25 +41,6 @@ class Lag:
     end: int  # the partition's last stable offset
     behind: int  # records between the two (offsets, when more than COUNT_AT_MOST)
     exact: bool  # False: ``behind`` counts offsets, markers included
-
-
-@dataclass(frozen=True)
-class Letter:
-    service: str
-    offset: int  # in engram.dlq.<service>
-    body: dict[str, Any]  # the letter: topic, partition, offset, key, value, error, failed_at
-
-
-@dataclass(frozen=True)
-class DeadLetters:
-    topic: str
-    count: int  # letters (read committed); offsets, markers included, when not exact
-    exact: bool
-    newest: list[Letter]
-
-
-class OperateError(Exception):
-    """A request an operator can correct: named service, offset or letter."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +78,7 @@ async def consumer_lag(
         out = []
         for p in sorted(positions, key=lambda p: (p.consumer not in groups, _key(p))):
             tp = TopicPartition(p.topic, p.partition)
-            behind, exact = await _records_between(kafka, tp, p.at, ends[tp])
+            behind, exact = await records_between(kafka, tp, p.at, ends[tp])
             where = (p.consumer, groups.get(p.consumer), p.stored_in, p.topic, p.partition)
             out.append(Lag(*where, p.at, ends[tp], behind, exact))
         return out
@@ -192,143 +159,3 @@ async def _topics(bootstrap: str) -> set[str]:
         return set(await admin.list_topics())
     finally:
         await admin.close()
-
-
-async def _records_between(
-    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int
-) -> tuple[int, bool]:
-    """Records between two offsets, counted exactly when there are at most COUNT_AT_MOST
-    offsets and they are read within READ_SECONDS; else the offsets, and False."""
-    if end - start > COUNT_AT_MOST:
-        return end - start, False
-    count, done, _ = await _scan(kafka, tp, start, end)
-    return (count, True) if done else (end - start, False)
-
-
-async def _scan(
-    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, keep: int = 0
-) -> tuple[int, bool, list[ConsumerRecord[bytes, bytes]]]:
-    """Read the records (committed ones, as the consumer was made) at ``start`` to
-    ``end - 1``: how many there are, whether all were read within READ_SECONDS, and the
-    last ``keep`` of them."""
-    if end <= start:
-        return 0, True, []
-    kafka.assign([tp])
-    kafka.seek(tp, start)
-    count, kept = 0, deque[ConsumerRecord[bytes, bytes]](maxlen=keep)
-    deadline = time.monotonic() + READ_SECONDS
-    # A fetch steps over markers and aborted records, so the position reaches the end.
-    while await kafka.position(tp) < end:
-        if time.monotonic() > deadline:
-            return count, False, list(kept)
-        batch = await kafka.getmany(tp, timeout_ms=1000, max_records=1000)
-        records = [r for r in batch.get(tp, []) if r.offset < end]
-        count += len(records)
-        kept.extend(records)
-    return count, True, list(kept)
-
-
-async def dead_letters(bootstrap: str, service: str, last: int) -> DeadLetters:
-    """How many letters the service's dead-letter topic holds, and the ``last`` newest."""
-    return await letters_in(bootstrap, _dead_letter_topic(service), last)
-
-
-def _dead_letter_topic(service: str) -> str:
-    if service not in topics.SERVICES:
-        raise OperateError(f"no service {service!r}: one of {', '.join(topics.SERVICES)}")
-    return topics.dead_letter_topic(service)
-
-
-async def letters_in(bootstrap: str, topic: str, last: int) -> DeadLetters:
-    """The letters of a dead-letter topic: counted as records, not offsets (a letter
-    written in a transaction is followed by its commit marker), as ``engram lag`` counts,
-    within the same bounds; past them, the offsets, and the count says it is not exact."""
-    if last < 0:
-        raise OperateError(f"the number of letters to show is 0 or more, not {last}")
-    async with _reader(bootstrap, topic) as (kafka, tp, start, end):
-        if end - start <= COUNT_AT_MOST:
-            count, done, kept = await _scan(kafka, tp, start, end, keep=last)
-            if done:
-                return DeadLetters(topic, count, True, [_letter(tp, r) for r in kept])
-        newest = await _newest(kafka, tp, start, end, last)
-        return DeadLetters(topic, end - start, False, [_letter(tp, r) for r in newest])
-
-
-async def _newest(
-    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, last: int
-) -> list[ConsumerRecord[bytes, bytes]]:
-    """The ``last`` newest records, read back from the end twice as far each time: a
-    marker or an aborted record takes an offset too."""
-    span = 2 * last
-    while last > 0:
-        since = max(start, end - span)
-        _, done, kept = await _scan(kafka, tp, since, end, keep=last)
-        if not done:
-            raise OperateError(f"{tp.topic} did not answer within {READ_SECONDS:.0f} s")
-        if len(kept) >= last or since == start:
-            return kept
-        span *= 2
-    return []
-
-
-async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, int]:
-    """Publish the record of the letter at ``offset`` again where it came from; returns
-    the topic, partition and offset it now has."""
-    async with _reader(bootstrap, _dead_letter_topic(service)) as (kafka, tp, start, end):
-        letters = await _read(kafka, tp, offset, offset + 1) if start <= offset < end else []
-    if not letters or letters[0].offset != offset:
-        held = f"its letters are at {start} to {end - 1}" if end > start else "it is empty"
-        raise OperateError(f"{tp.topic} holds no letter at offset {offset}: {held}")
-    body = letters[0].body
-    source = body.get("topic")
-    if source not in REDRIVABLE:
-        raise OperateError(
-            f"the letter at {offset} holds a record of {source}, which is not re-driven: "
-            f"only {' and '.join(REDRIVABLE)} take a record again (engram.events has one "
-            "writer; a consumer fixed after a poison event re-reads it by `engram replay`)"
-        )
-    if not isinstance(body.get("value"), str):
-        raise OperateError(f"the letter at {offset} holds no record value to publish")
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        key = body["key"].encode() if isinstance(body.get("key"), str) else None
-        sent = await producer.send_and_wait(source, body["value"].encode(), key=key)
-    finally:
-        await producer.stop()
-    return source, sent.partition, sent.offset
-
-
-@asynccontextmanager
-async def _reader(
-    bootstrap: str, topic: str
-) -> AsyncIterator[tuple[AIOKafkaConsumer, TopicPartition, int, int]]:
-    """A reader of a dead-letter topic (one partition), with its first and end offsets."""
-    tp = TopicPartition(topic, 0)
-    kafka = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await kafka.start()
-    try:
-        start = (await kafka.beginning_offsets([tp]))[tp]
-        end = (await kafka.end_offsets([tp]))[tp]
-        yield kafka, tp, start, end
-    finally:
-        await kafka.stop()
-
-
-async def _read(kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int) -> list[Letter]:
-    _, done, records = await _scan(kafka, tp, start, end, keep=end - start)
-    if not done:
-        raise OperateError(f"{tp.topic} did not answer within {READ_SECONDS:.0f} s")
-    return [_letter(tp, r) for r in records]
-
-
-def _letter(tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> Letter:
-    try:
-        body = json.loads(record.value or b"")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        body = {"error": "(not a dead letter: not a JSON object)"}
-    return Letter(tp.topic.removeprefix(topics.DLQ_PREFIX), record.offset, body)

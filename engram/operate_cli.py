@@ -121,7 +121,8 @@ def lag() -> None:
     last stable offset (the command service's group from Kafka, the others from their
     offsets tables in Postgres). A consumer that is no service's (a test's or a tool's,
     left behind) is listed apart, with the table that holds its offsets."""
-    from engram.operate import OperateError, consumer_lag
+    from engram.operate import consumer_lag
+    from engram.topic_reads import OperateError
 
     common = ready_settings()
     try:
@@ -191,7 +192,8 @@ def dlq_list(
     transaction is followed by a marker that takes an offset); past 10,000 offsets, or
     15 s of reading, the count is of offsets, and says so."""
     from contracts.topics import SERVICES
-    from engram.operate import OperateError, dead_letters
+    from engram.letters import dead_letters
+    from engram.topic_reads import OperateError
 
     common = ready_settings()
     for service in services or list(SERVICES):
@@ -221,7 +223,8 @@ def dlq_redrive(
 ) -> None:
     """Publish a dead letter's record again to the topic it came from (commands and
     conversation turns only), once what made it fail is fixed."""
-    from engram.operate import OperateError, redrive
+    from engram.letters import redrive
+    from engram.topic_reads import OperateError
 
     common = ready_settings()
     try:

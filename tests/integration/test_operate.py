@@ -14,10 +14,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from contracts import topics
-from engram import operate
+from engram import letters
 from engram.db import migrate, migrate_shared
 from engram.kafka import dead_letter
-from engram.operate import OperateError, consumer_lag, dead_letters, letters_in, redrive
+from engram.letters import dead_letters, letters_in, redrive
+from engram.operate import consumer_lag
+from engram.topic_reads import OperateError
 
 pytestmark = pytest.mark.integration
 PROJECTOR_SQL = Path(__file__).parents[2] / "services" / "projector" / "sql"
@@ -122,7 +124,7 @@ async def test_letters_are_counted_as_records_not_offsets(
         await letters_in(bootstrap, topic, last=-1)
 
     # Past the bound the count is of offsets, and says so; the newest are still letters.
-    monkeypatch.setattr(operate, "COUNT_AT_MOST", 3)
+    monkeypatch.setattr(letters, "COUNT_AT_MOST", 3)
     rough = await letters_in(bootstrap, topic, last=3)
     assert (rough.count, rough.exact) == (10, False)
     assert [x.body["error"] for x in rough.newest] == ["e1", "e2", "e3"]
