@@ -7,7 +7,7 @@ only choose among the scopes its bearer token already grants.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -111,6 +111,18 @@ class RememberMemory(Command):
     # The agent run that saves it (seed 001's task): its candidates count toward the
     # org's cap per run.
     run_id: RunId | None = None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        """In UTC (a time without a zone is taken as UTC): one whose UTC time no date can
+        hold (year 9999 at -14:00) is refused here, not met by every reader of the log."""
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        except OverflowError as exc:
+            raise ValueError("expires_at is out of range in UTC") from exc
 
     @field_validator("tags")
     @classmethod

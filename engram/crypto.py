@@ -75,6 +75,11 @@ class MasterKey:
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
         return self._aead.decrypt(wrapped[:12], wrapped[12:], key_id.encode())
 
+    def digest(self, data: bytes) -> bytes:
+        """A keyed digest of exact bytes (a command's, to know a repeat): nothing a reader
+        of a checkpoint could test guesses of its text against."""
+        return hmac.new(self._hash_key, data, hashlib.sha256).digest()[:16]
+
     def content_hash(self, org: str, text: str) -> str:
         """Keyed hash of normalised text: finds a re-save without keeping the text."""
         normal = " ".join(unicodedata.normalize("NFKC", text).casefold().split())

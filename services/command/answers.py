@@ -4,7 +4,6 @@ and a validation error's details as a caller reads them."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,7 +11,7 @@ from pydantic import ValidationError
 from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession, PromoteSession
 from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten
-from engram.crypto import SENSITIVE_FIELDS
+from engram.crypto import SENSITIVE_FIELDS, MasterKey
 from services.command.errors import DomainError, IdempotencyKeyReused
 from services.command.state import StreamState
 
@@ -30,9 +29,10 @@ def accepted(
     )
 
 
-def fingerprint(cmd: Command) -> bytes:
-    """A digest of the command as decided (its text unsealed): equal for a true repeat."""
-    return hashlib.blake2b(cmd.model_dump_json().encode(), digest_size=12).digest()
+def fingerprint(cmd: Command, master: MasterKey) -> bytes:
+    """A keyed digest of the command as decided (its text unsealed): equal for a true
+    repeat, and no hash of the text a checkpoint reader could test guesses against."""
+    return master.digest(cmd.model_dump_json().encode())
 
 
 def repeated(env: CommandEnvelope, first: dict[str, Any], same: bool) -> CommandReply:

@@ -87,6 +87,13 @@ class CandidateLimitReached(DomainError):
     code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
 
 
+class NotDecidable(DomainError):
+    """A command that broke the writer in a way no rule names (its record is also
+    dead-lettered, for a look): refused alone, the rest of its batch goes on."""
+
+    code, status, title = "not_decidable", 422, "Command not decidable"
+
+
 class IdempotencyKeyReused(DomainError):
     """A command id (an Idempotency-Key) sent again with another request."""
 

@@ -121,8 +121,9 @@ def check_superseded_by(state: StreamState, item_id: str, superseded_by: str | N
         return
     if superseded_by == item_id:
         raise InvalidCommand(f"memory {item_id} cannot be superseded by itself")
-    if superseded_by not in state.items:
-        raise InvalidCommand(f"superseded_by {superseded_by} is not a memory of this scope")
+    replacement = state.items.get(superseded_by)
+    if replacement is None or replacement.status != "active":
+        raise InvalidCommand(f"superseded_by {superseded_by} is not an active memory of this scope")
 
 
 def new_revision(

@@ -118,7 +118,7 @@ async def send(
     )
 
     async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
-        text = await _sealed(app.keystore, principal.org, command, plain)
+        text = await _sealed(app.keystore, principal.org, plain)
         return plain.model_copy(update={"payload": text})
 
     try:
@@ -135,26 +135,22 @@ async def send(
     return reply, command
 
 
-async def _sealed(
-    keystore: KeyStore, org: str, command: c.Command, plain: CommandEnvelope
-) -> dict[str, Any]:
-    """Seal the person's text before it touches Kafka, so a forget shreds this copy too:
-    text for an existing item goes under that item's key, a new item's under its own."""
+async def _sealed(keystore: KeyStore, org: str, plain: CommandEnvelope) -> dict[str, Any]:
+    """Seal the person's text before it touches Kafka, under the command's own key: its
+    new item's, or, when it makes none, a key the writer deletes once it has decided (so
+    this copy is shredded then; the writer opens text sealed under no other key)."""
     payload = plain.payload
     if not any(isinstance(payload.get(f), str) for f in SENSITIVE_FIELDS):
         return payload
-    key_id = getattr(command, "item_id", None)
-    keys = await keystore.get_many({key_id}) if key_id else {}
-    if key_id is None or key_id not in keys:
-        key_id = new_item_id(plain.stream_id, plain.command_id)
-        keys = await keystore.create_many([(key_id, org)])
-        if key_id not in keys:
-            raise ProblemError(
-                410,
-                "Memory forgotten",
-                "this command id belongs to a forgotten memory; send a new one",
-                "forgotten",
-            )
+    key_id = new_item_id(plain.stream_id, plain.command_id)
+    keys = await keystore.create_many([(key_id, org)])
+    if key_id not in keys:
+        raise ProblemError(
+            410,
+            "Memory forgotten",
+            "this command id belongs to a forgotten memory; send a new one",
+            "forgotten",
+        )
     return seal_payload(payload, key_id, keys[key_id])
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from pydantic import ValidationError
+
 from contracts.commands import MAX_CONTENT, Kind, RememberMemory
 from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope
@@ -111,7 +113,10 @@ def proposals(
     """The command envelopes for a turn, acting with the turn's own token."""
     envelopes = []
     for index, candidate in enumerate(candidates):
-        command = proposal(turn, candidate, method)
+        try:
+            command = proposal(turn, candidate, method)
+        except ValidationError:  # a model's text no command takes (a NUL, say): dropped
+            continue
         envelopes.append(
             CommandEnvelope(
                 command_id=command_id(stream_id, turn.turn_id, method, index),

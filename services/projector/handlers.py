@@ -124,7 +124,8 @@ class EventProjector:
         )
         new = set(row["new"])
         heads: dict[str, int] = json.loads(row["heads"])
-        status: dict[str, str | None] = json.loads(row["statuses"])
+        known: dict[str, list[str]] = json.loads(row["statuses"])  # item -> [status, stream]
+        status: dict[str, str | None] = {item: s for item, (s, _) in known.items()}
         seen = [(r, env) for r, env, _ in batch if env.event_id not in new]
         if seen:  # already applied (a replayed batch), unless another event holds the seq
             held = {
@@ -137,12 +138,19 @@ class EventProjector:
                 if held.get((env.stream_id, env.seq)) != env.event_id:
                     await self._anomaly(conn, "conflicting_duplicate", record, env, None)
         fresh = [d for d in batch if d[1].event_id in new]
+        # An item is its stream's: an event of another stream naming it (ids that came
+        # from a caller's key alone, before they were of their stream) changes nothing.
+        foreign = [
+            d for d in fresh if known.get(d[2].item_id, ("", d[1].stream_id))[1] != d[1].stream_id
+        ]
+        for record, env, _ in foreign:
+            await self._anomaly(conn, "foreign_item", record, env, None)
         for record, env, _ in fresh:
             expected = heads.get(env.stream_id, 0) + 1
             if env.seq != expected:
                 await self._anomaly(conn, "gap", record, env, expected)
             heads[env.stream_id] = max(env.seq, heads.get(env.stream_id, 0))
-        return fresh, heads, status
+        return [d for d in fresh if d not in foreign], heads, status
 
     async def _anomaly(
         self,

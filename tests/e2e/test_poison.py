@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from contracts import topics
-from tests.support import eventually
+from contracts.envelope import CommandEnvelope
+from tests.conftest import Caller, caller
+from tests.support import eventually, read_replies, send_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -55,3 +59,63 @@ async def test_undecodable_records_go_to_the_dead_letter_topic(
                                 what=f"{marker} on {topics.dead_letter_topic(service)}")
     assert letter["topic"] == topic and letter["service"] == service
     assert "undecodable" in str(letter["error"]) and marker in str(letter["value"])
+
+
+def command(who: Caller, payload: dict[str, Any], type_: str = "RememberMemory",
+            stream: str | None = None) -> CommandEnvelope:
+    return CommandEnvelope(command_id=f"poison-{uuid.uuid4().hex}", type=type_,
+                           token=who.token, stream_id=stream or f"{who.org}/member:{who.member}",
+                           payload=payload)
+
+
+async def test_commands_no_rule_foresaw_are_refused_one_by_one(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """A Kafka caller's odd payloads never stop its partition's writer: each gets its own
+    typed rejection, and a good command beside them is decided (a code review found each
+    of these stopping the command service for good)."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    ana, eve = caller(), caller()
+    async with httpx.AsyncClient(timeout=10) as http:  # ana's text, sealed in the log
+        saved = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
+                                json={"content": "The vault code is 0451."})
+        assert saved.status_code == 201, saved.text
+    sealed = await sealed_content(bootstrap, saved.json()["item_id"])
+    bad = [
+        command(ana, {"content": "x", "related_ids": 5}),
+        command(ana, {"item_id": "a\u0000b", "base_revision": 1, "content": "x"},
+                "CorrectMemory"),
+        command(ana, {"content": {"key_id": "k\u0000", "nonce": "!!", "ciphertext": "!!"}}),
+        command(ana, {"item_id": "  padded  "}, "PinMemory"),
+        command(eve, {"content": sealed}),  # another org's sealed text, replayed
+        command(eve, {"content": "x"}, stream=f"{ana.org}/member:{ana.member}"),
+    ]
+    good = command(ana, {"content": "The standup moved to 9:45."})
+    await send_commands(bootstrap, [*bad, good])
+    replies = await read_replies(bootstrap, {c.command_id for c in [*bad, good]})
+    [decided] = replies[good.command_id]
+    assert decided.ok and decided.result["status"] == "active", decided
+    refusals = [replies[c.command_id][0].rejection for c in bad]
+    assert all(r is not None for r in refusals), refusals
+    assert [r.status for r in refusals if r] == [422, 422, 403, 404, 403, 403]
+
+
+async def sealed_content(bootstrap: str, item_id: str) -> dict[str, Any]:
+    """The sealed content of the event that saved ``item_id``, as anyone reading
+    engram.events sees it."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed", auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.subscribe([topics.EVENTS])
+
+        async def find() -> dict[str, Any] | None:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for r in records:
+                    body = json.loads(r.value or b"{}")
+                    if body.get("payload", {}).get("item_id") == item_id:
+                        return dict(body["payload"]["content"])
+            return None
+
+        return await eventually(find, what=f"the event of {item_id}")
+    finally:
+        await consumer.stop()

@@ -17,12 +17,25 @@ from contracts import topics
 from contracts.commands import COMMANDS, Command
 from contracts.envelope import CommandEnvelope
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.crypto import KeyMissingError, MasterKey, open_payload, seal
+from engram.crypto import KeyMissingError, MasterKey, open_payload, seal, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key
 from services.command.adapters.policies import OrgLimits
 from services.command.answers import json_errors
-from services.command.context import Context, new_item_id
+from services.command.context import Context, Copy, new_item_id
 from services.command.errors import Forbidden, Gone, InvalidCommand, Unauthenticated
+
+
+def caller(verifier: TokenVerifier, env: CommandEnvelope, appended_at: float | None) -> Principal:
+    """The token's principal, when its stream is one of the token's scopes: what even a
+    repeated command must show before it is answered."""
+    try:
+        principal = verifier.verify(env.token, at=appended_at)
+    except AuthError as exc:
+        raise Unauthenticated(str(exc)) from exc
+    org, _, scope = env.stream_id.partition("/")
+    if org != principal.org or scope not in principal.visible_scopes():
+        raise Forbidden(f"stream_id {env.stream_id!r} is not one of the token's scopes")
+    return principal
 
 
 def authorise(
@@ -34,19 +47,22 @@ def authorise(
 ) -> tuple[Principal, Command]:
     """The command's principal and its validated command; ``partition``: (this writer's
     partition, the partition count)."""
-    try:
-        principal = verifier.verify(env.token, at=appended_at)
-    except AuthError as exc:
-        raise Unauthenticated(str(exc)) from exc
+    principal = caller(verifier, env, appended_at)
     model = COMMANDS.get(env.type)
     if model is None:
         raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
+    if sealed_key_ids(env.payload) - {new_item_id(env.stream_id, env.command_id)}:
+        # The gateway seals a command's text under the command's own key only: text sealed
+        # under another (copied from a log, another org's) is not this command's to open.
+        raise Forbidden("the command's sealed text is under a key that is not its own")
     try:
         cmd = model.model_validate(open_payload(env.payload, keys))
     except KeyMissingError as exc:
         raise Gone("the command's text was sealed under a key that is now shredded") from exc
     except ValidationError as exc:
         raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
+    except ValueError as exc:  # sealed text that does not open (bad nonce, tampered)
+        raise InvalidCommand(f"the command's sealed text cannot be opened: {exc}") from exc
     try:
         expected = principal.stream(cmd.scope)
     except ScopeError as exc:
@@ -66,9 +82,11 @@ def context_for(
     keys: dict[str, bytes],
     looked_up: Lookups,
     master: MasterKey,
+    copies: tuple[Copy, ...] = (),
 ) -> Context:
     """What ``decide`` gets besides the state: the caller, the time, ids, sealing, and what
-    the batch looked up outside the stream."""
+    the batch looked up outside the stream (``copies``: a promotion's or a fork's sources
+    still active, ``Lookups.live_copies``)."""
     limits = looked_up.limits.get(principal.org, OrgLimits())
 
     def seal_for(item_id: str, text: str) -> Any:
@@ -86,7 +104,7 @@ def context_for(
         member=principal.member,
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,
-        copies=looked_up.copies.get(command_key(env), ()),
+        copies=copies,
         fork_of=principal.fork_of,
         copies_ready=command_key(env) not in looked_up.unready,
     )

@@ -16,17 +16,22 @@ from pydantic import ValidationError
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.crypto import sealed_key_ids
-from services.command.adapters.lookups import Lookups, command_key
+from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
 
 
 @dataclass
 class Cleanup:
-    """After commit: keys of forgotten items to shred, unused command keys to discard."""
+    """After commit: keys of forgotten items to shred, unused command keys to discard
+    (never one an event of the batch used: the same command id may come twice)."""
 
     shred: list[str] = field(default_factory=list)
     discard: list[str] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)
+
+    def unused(self) -> list[str]:
+        return [k for k in self.discard if k not in self.used]
 
 
 class NotApplied(Exception):
@@ -103,11 +108,10 @@ def keys_needed(
         state = states.get(env.stream_id)
         if state and copies:  # a key the stream holds takes the copy as a revision
             existing |= {i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))}
-        if isinstance(item_id := env.payload.get("item_id"), str):
-            existing.add(item_id)
+        existing.update(ids_in(env.payload.get("item_id")))
         key = env.payload.get("key") if env.type == "RememberMemory" else None
         # A confirmed save with a known key revises that item, under its key.
-        if state and isinstance(key, str) and (same := state.active_by_key(key)):
+        if state and isinstance(key, str) and (same := state.active_by_key(key.strip())):
             existing.add(same.item_id)
-        existing |= sealed_key_ids(env.payload)
+        existing.update(ids_in(list(sealed_key_ids(env.payload))))
     return new, existing

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contracts.envelope import CommandEnvelope
+from contracts.text import NUL
 from contracts.topics import partition_for, stream_id
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from services.command.adapters.copies import CopySources
@@ -23,7 +24,17 @@ from services.command.adapters.targets import LinkTargets, Target
 from services.command.context import Copy
 from services.command.state import StreamState
 
+MAX_ID = 64  # an item id, as commands take it
 CommandKey = tuple[str, str]  # (stream_id, command_id): a command id is its caller's
+
+
+def ids_in(value: object) -> list[str]:
+    """The ids a raw payload field names, as its validated command will (stripped), less
+    any no item could have (not text, empty, over 64 characters, holding a NUL): a lookup
+    runs before the command is validated, and must not trip on what validation refuses."""
+    values = value if isinstance(value, list | tuple) else [value]
+    ids = [v.strip() for v in values if isinstance(v, str)]
+    return [i for i in ids if 0 < len(i) <= MAX_ID and NUL not in i]
 
 
 def command_key(env: CommandEnvelope) -> CommandKey:
@@ -38,6 +49,19 @@ class Lookups:
     copies: dict[CommandKey, tuple[Copy, ...]] = field(default_factory=dict)
     # Commands whose source the projector had not caught up with in time.
     unready: frozenset[CommandKey] = frozenset()
+    sources: dict[CommandKey, str] = field(default_factory=dict)  # each copy's stream
+
+    def live_copies(self, key: CommandKey, states: Mapping[str, StreamState]) -> tuple[Copy, ...]:
+        """A command's copies, less those its source stream (when this writer holds it)
+        has made inactive since they were read: a forget earlier in the same batch never
+        lets its text be copied."""
+        copies = self.copies.get(key, ())
+        source = states.get(self.sources.get(key, ""))
+        if source is None:
+            return copies
+        return tuple(
+            c for c in copies if (i := source.items.get(c.item_id)) is None or i.status == "active"
+        )
 
 
 @dataclass(frozen=True)
@@ -58,12 +82,13 @@ class BatchLookups:
         """``appended_at``: by command, the time each command's token must hold at, as
         the writer checks it (None or missing: now)."""
         envelopes = list(envelopes)
-        copies, unready = await self._copies(envelopes, appended_at or {})
+        copies, unready, sources = await self._copies(envelopes, appended_at or {})
         return Lookups(
             await self._targets(envelopes, states),
             await self._limits(envelopes),
             copies,
             unready,
+            sources,
         )
 
     async def _targets(
@@ -74,11 +99,11 @@ class BatchLookups:
             return {}
         wanted: set[str] = set()
         for env in envelopes:
-            ids = env.payload.get("related_ids") or ()
+            ids = ids_in(env.payload.get("related_ids"))
             if env.type == "LinkMemory":
-                ids = [env.payload.get("target_id")]
+                ids = ids_in(env.payload.get("target_id"))
             state = states.get(env.stream_id)
-            wanted |= {i for i in ids if isinstance(i, str) and not (state and i in state.items)}
+            wanted |= {i for i in ids if not (state and i in state.items)}
         found = await self.targets.find(wanted)
         missing = wanted - found.keys()
         # Saved a moment ago in another stream, perhaps: looked for again once the
@@ -99,13 +124,13 @@ class BatchLookups:
 
     async def _copies(
         self, envelopes: list[CommandEnvelope], appended_at: Mapping[CommandKey, float | None]
-    ) -> tuple[dict[CommandKey, tuple[Copy, ...]], frozenset[CommandKey]]:
+    ) -> tuple[dict[CommandKey, tuple[Copy, ...]], frozenset[CommandKey], dict[CommandKey, str]]:
         """The source memories of each promotion (the token's session) and fork (the
         session the token's session forks), and the commands whose source the projector
         had not caught up with in time. A token that grants no source finds none; the
         command is then refused when it is decided."""
         if self.sources is None:
-            return {}, frozenset()
+            return {}, frozenset(), {}
         wanted: dict[CommandKey, str] = {}
         for env in envelopes:
             if env.type in ("PromoteSession", "ForkSession"):
@@ -115,9 +140,9 @@ class BatchLookups:
         if wanted and self.projection is not None:
             where = {partition_for(s, self.partitions) for s in wanted.values()}
             if not await self.projection.caught_up(where):
-                return {}, frozenset(wanted)
+                return {}, frozenset(wanted), wanted
         found = await self.sources.active(set(wanted.values()))
-        return {key: found[source] for key, source in wanted.items()}, frozenset()
+        return {key: found[source] for key, source in wanted.items()}, frozenset(), wanted
 
     def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:

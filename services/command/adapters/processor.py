@@ -297,5 +297,5 @@ class CommandProcessor:
                     await shred(conn, item_id)
             for item_id in cleanup.shred:
                 self._keys.forget_cached(item_id)
-        if cleanup.discard:
-            await self._keys.discard(cleanup.discard)
+        if unused := cleanup.unused():
+            await self._keys.discard(unused)

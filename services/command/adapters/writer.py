@@ -30,7 +30,7 @@ from engram.auth import TokenVerifier
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
-from services.command.adapters.admission import authorise, context_for
+from services.command.adapters.admission import authorise, caller, context_for
 from services.command.adapters.batch import (
     Cleanup,
     Decoded,
@@ -43,7 +43,7 @@ from services.command.adapters.lookups import BatchLookups, Lookups, command_key
 from services.command.adapters.restore import Restorer
 from services.command.answers import accepted, answer, fingerprint, refused, repeated
 from services.command.core import decide, new_item_id
-from services.command.errors import DomainError
+from services.command.errors import DomainError, NotDecidable
 from services.command.origin import made_by
 from services.command.state import StreamState, evolve
 
@@ -200,42 +200,58 @@ class PartitionWriter:
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
-            await self._reply(d, repeated(env, first, self._same(d, state, keys)))
+            await self._reply(d, self._repeat(d, state, keys, first))
             return
+        own = new_item_id(env.stream_id, env.command_id)  # no item's yet: not a repeat
         try:
             principal, cmd = authorise(
                 self._verifier, env, keys, d.appended_at, (self.partition, self._partitions)
             )
-            ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master)
+            copies = looked_up.live_copies(command_key(env), self.states)
+            ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master, copies)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(d, refused(env, exc))
-            # The key made for a new item of this command sealed nothing that stays.
-            cleanup.discard.append(new_item_id(env.stream_id, env.command_id))
+            cleanup.discard.append(own)  # its key sealed nothing that stays
+            return
+        except Exception as exc:  # an input no rule foresaw: this command fails, not the rest
+            log.exception("command_not_decidable", command_id=env.command_id)
+            if d.record is not None:
+                await self._dead_letter(d.record, f"not decidable: {exc!r}")
+            await self._reply(d, refused(env, NotDecidable(f"{type(exc).__name__}: {exc}")))
+            cleanup.discard.append(own)
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
-        state.record_fingerprint(env.command_id, fingerprint(cmd))
+        state.record_fingerprint(env.command_id, fingerprint(cmd, self._keys.master))
         await self._reply(d, accepted(env, answer(cmd, state, env.command_id, events), ids))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
-        own = new_item_id(env.stream_id, env.command_id)
+        cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
             cleanup.discard.append(own)
 
-    def _same(self, d: Decoded, state: StreamState, keys: dict[str, bytes]) -> bool:
-        """Whether a repeat is the request first decided under its id (as far as the
-        stream knows: a command decided before a restore's checkpoint gap is)."""
-        assert d.envelope is not None
-        known = (state.fingerprints or {}).get(d.envelope.command_id)
-        if known is None or d.envelope.once:
-            return True
+    def _repeat(
+        self, d: Decoded, state: StreamState, keys: dict[str, bytes], first: dict[str, Any]
+    ) -> CommandReply:
+        """A repeat's reply: its first answer, for its own caller only, unless it is
+        another request under the used id (as far as the stream knows: a command decided
+        after the last checkpoint is known after a restore by its answer only)."""
+        env = d.envelope
+        assert env is not None
+        try:
+            caller(self._verifier, env, d.appended_at)
+        except DomainError as exc:
+            return refused(env, exc)
+        known = (state.fingerprints or {}).get(env.command_id)
+        if known is None or env.once:
+            return repeated(env, first, same=True)
         try:
             _, cmd = authorise(
-                self._verifier, d.envelope, keys, d.appended_at, (self.partition, self._partitions)
+                self._verifier, env, keys, d.appended_at, (self.partition, self._partitions)
             )
-        except DomainError:  # not decidable now (an expired token): its first answer stands
-            return True
-        return fingerprint(cmd) == known
+        except Exception:  # not decidable as sent now: its first answer stands
+            return repeated(env, first, same=True)
+        return repeated(env, first, same=fingerprint(cmd, self._keys.master) == known)
 
     async def _append(
         self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event

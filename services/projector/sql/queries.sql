@@ -1,10 +1,11 @@
 -- name: guard
 -- The (stream_id, seq) guard and the audit trail in one (the events that are new), with
--- the heads of the batch's streams and the statuses of its items as they were before it.
+-- the heads of the batch's streams and the statuses and streams of its items as they were
+-- before it.
 SELECT ARRAY(SELECT projector.insert_audit($1)) AS new,
        (SELECT coalesce(jsonb_object_agg(stream_id, seq), '{}')::text
         FROM projector.stream_heads WHERE stream_id = ANY($2)) AS heads,
-       (SELECT coalesce(jsonb_object_agg(item_id, status), '{}')::text
+       (SELECT coalesce(jsonb_object_agg(item_id, jsonb_build_array(status, stream_id)), '{}')::text
         FROM memory.items WHERE item_id = ANY($3)) AS statuses
 
 -- name: finish
