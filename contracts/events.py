@@ -115,7 +115,7 @@ class ChangeProposed(Event):
     proposal_id: str
     change: ProposableChange
     base_revision: int
-    reason: str
+    reason: str  # "" once the reason is sealed (reason_sealed), as every event now has it
     proposer: str  # the member
     proposed_at: datetime  # it expires 30 days after
     content: Sealed | None = None
@@ -123,6 +123,8 @@ class ChangeProposed(Event):
     content_hash: str | None = None
     content_length: int | None = None
     superseded_by: str | None = None
+    # The reason, sealed under the item's key: a forget shreds it with the memory's text.
+    reason_sealed: Sealed | None = None
 
 
 class ProposalResolved(Event):
@@ -131,7 +133,8 @@ class ProposalResolved(Event):
 
     proposal_id: str
     status: Literal["merged", "rejected", "withdrawn", "outdated", "expired"]
-    reason: str | None = None
+    reason: str | None = None  # in events written before it was sealed (reason_sealed)
+    reason_sealed: Sealed | None = None
 
 
 class RevisionsPruned(Event):

@@ -182,7 +182,7 @@ class ProposalView(BaseModel):
     title: str | None
     content: str | None  # a correction's text; None for the other changes, or forgotten
     superseded_by: str | None
-    reason: str
+    reason: str | None  # None once the memory is forgotten (its words about it go too)
     proposer: str
     author: str | None  # who saved the memory: they (or an admin) merge or reject
     status: Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]

@@ -13,6 +13,7 @@ from contracts.events import (
     MemoryPinned,
     MemoryRevised,
     ProposalResolved,
+    Sealed,
 )
 from services.command.context import Context
 from services.command.errors import (
@@ -48,7 +49,8 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
             proposal_id=proposal_id,
             change=cmd.change,
             base_revision=item.revision,
-            reason=cmd.reason,
+            reason="",
+            reason_sealed=ctx.seal(item.item_id, cmd.reason),
             proposer=ctx.member or "",
             proposed_at=ctx.now,
             content=ctx.seal(item.item_id, cmd.content) if cmd.content is not None else None,
@@ -89,10 +91,10 @@ def _pending(state: StreamState, proposal_id: str) -> Proposal:
 
 
 def _resolve(
-    proposal_id: str, proposal: Proposal, status: str, reason: str | None = None
+    proposal_id: str, proposal: Proposal, status: str, reason: Sealed | None = None
 ) -> ProposalResolved:
     return ProposalResolved(
-        item_id=proposal.item_id, proposal_id=proposal_id, status=status, reason=reason
+        item_id=proposal.item_id, proposal_id=proposal_id, status=status, reason_sealed=reason
     )
 
 
@@ -155,7 +157,8 @@ _TRANSITIONS: dict[str, dict[str, str]] = {
 def reject(state: StreamState, cmd: c.RejectProposal, ctx: Context) -> list[Event]:
     proposal = _pending(state, cmd.proposal_id)
     _reviewer(state, proposal, ctx, "reject")
-    return [_resolve(cmd.proposal_id, proposal, "rejected", cmd.reason)]
+    reason = ctx.seal(proposal.item_id, cmd.reason) if cmd.reason else None
+    return [_resolve(cmd.proposal_id, proposal, "rejected", reason)]
 
 
 def withdraw(state: StreamState, cmd: c.WithdrawProposal, ctx: Context) -> list[Event]:

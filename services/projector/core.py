@@ -39,6 +39,7 @@ class Opened:
 
     content: str | None
     title: str | None
+    reason: str | None = None  # a proposal's or a rejection's, sealed
 
 
 def org_scope(stream_id: str) -> tuple[str, str]:
@@ -203,7 +204,7 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                     opened.title,
                     opened.content,
                     event.superseded_by,
-                    event.reason,
+                    opened.reason if event.reason_sealed else event.reason,
                     event.proposer,
                     event.proposed_at,
                 ),
@@ -213,12 +214,21 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
         return [Write("prune_revisions", (event.item_id, event.before))]
     if isinstance(event, ProposalResolved):
         return [
-            Write("resolve_proposal", (event.proposal_id, event.status, at, actor, event.reason))
+            Write(
+                "resolve_proposal",
+                (
+                    event.proposal_id,
+                    event.status,
+                    at,
+                    actor,
+                    opened.reason if event.reason_sealed else event.reason,
+                ),
+            )
         ]
     if isinstance(event, MemoryForgotten):
         return [
             Write("forget_links", (event.item_id, org, scope)),
-            Write("forget_proposals", (event.item_id,)),
+            Write("forget_proposals", (event.item_id, at)),
             Write("forget_item", (event.item_id, at)),
             Write("forget_revisions", (event.item_id,)),
             Write(

@@ -275,7 +275,11 @@ def _audit_row(env: EventHeader, event: Event) -> tuple[Any, ...]:
 
 
 def _sealed(event: Event) -> list[Sealed]:
-    fields = (getattr(event, "content", None), getattr(event, "title", None))
+    fields = (
+        getattr(event, "content", None),
+        getattr(event, "title", None),
+        getattr(event, "reason_sealed", None),
+    )
     return [f for f in fields if isinstance(f, Sealed)]
 
 
@@ -290,5 +294,7 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
         return text.replace(NUL, REPLACEMENT) if NUL in text else text
 
     return Opened(
-        content=one(getattr(event, "content", None)), title=one(getattr(event, "title", None))
+        content=one(getattr(event, "content", None)),
+        title=one(getattr(event, "title", None)),
+        reason=one(getattr(event, "reason_sealed", None)),
     )

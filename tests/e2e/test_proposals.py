@@ -99,7 +99,7 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
         agent = caller(org=ana.org, member="ana", agent="helper")
 
         async def propose(**body: Any) -> str:
-            r = await api.post(bob, f"/v1/memories/{item}/propose", reason="r", **body)
+            r = await api.post(bob, f"/v1/memories/{item}/propose", reason="Priya says", **body)
             assert r.status_code == 200, r.text
             return str(r.json()["proposal_id"])
 
@@ -115,7 +115,8 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
         rejected = await propose(change="archive", base_revision=2)
         by_agent = await api.post(agent, f"/v1/proposals/{rejected}/merge")
         assert (by_agent.status_code, by_agent.json()["code"]) == (403, "forbidden")
-        no = await api.post(ana, f"/v1/proposals/{rejected}/reject", reason="still right")
+        no = await api.post(ana, f"/v1/proposals/{rejected}/reject",
+                            reason="Priya was wrong")
         assert no.json()["proposal_status"] == "rejected"
         await api.until(bob, rejected, "rejected", view="mine")
         await api.until(bob, withdrawn, "withdrawn", view="mine")
@@ -127,11 +128,16 @@ async def test_stale_withdrawn_rejected_and_forgotten_proposals(
                                           params={"scope": "shared"}, headers=ana.headers)
         assert forgotten.status_code == 200, forgotten.text
         voided = await api.until(bob, pending, "outdated", view="mine")
-        assert voided["content"] is None
+        assert voided["content"] is None and voided["resolved_at"] is not None
+        # The proposers' and the reviewer's words about it go with it (a QA pass found
+        # them kept): every proposal on it, whatever its status.
+        for proposal in await api.proposals(bob, view="mine"):
+            assert (proposal["reason"], proposal["resolution_reason"]) == (None, None)
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
-    try:  # the proposed text is nowhere in the read models
+    try:  # the proposed text, and the words about it, are nowhere in the read models
         assert await conn.fetchval(
-            "SELECT count(*) FROM memory.proposals WHERE content LIKE '%Priya%'") == 0
+            "SELECT count(*) FROM memory.proposals WHERE content LIKE '%Priya%' "
+            "OR reason LIKE '%Priya%' OR resolution_reason LIKE '%Priya%'") == 0
     finally:
         await conn.close()
 

@@ -109,6 +109,15 @@ def keys_needed(
         if state and copies:  # a key the stream holds takes the copy as a revision
             existing |= {i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))}
         existing.update(ids_in(env.payload.get("item_id")))
+        # A rejection's reason is sealed under the key of the memory its proposal is on.
+        pid = env.payload.get("proposal_id")
+        proposal = (
+            state.proposals.get(pid.strip())
+            if state and state.proposals and isinstance(pid, str)
+            else None
+        )
+        if proposal is not None:
+            existing.add(proposal.item_id)
         key = env.payload.get("key") if env.type == "RememberMemory" else None
         # A confirmed save with a known key revises that item, under its key.
         if state and isinstance(key, str) and (same := state.active_by_key(key.strip())):

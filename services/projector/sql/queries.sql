@@ -97,9 +97,11 @@ UPDATE memory.proposals SET status = $2, resolved_at = $3, resolved_by = $4,
 WHERE proposal_id = $1
 
 -- name: forget_proposals
--- A forgotten memory's proposals lose their text; a pending one can never be merged.
+-- A forgotten memory's proposals lose their text and reasons; a pending one can never be
+-- merged: it is outdated, as of the forget.
 UPDATE memory.proposals
-SET title = NULL, content = NULL,
+SET title = NULL, content = NULL, reason = NULL, resolution_reason = NULL,
+    resolved_at = CASE WHEN status = 'pending' THEN $2 ELSE resolved_at END,
     status = CASE WHEN status = 'pending' THEN 'outdated' ELSE status END
 WHERE item_id = $1
 
