@@ -107,7 +107,8 @@ def forget_receipt(events: list[Event]) -> dict[str, Any]:
             "deleted from the broker's disk within minutes of being decided, as every decided "
             "command is",
         ],
-        "kept": "a content-free tombstone and keyed hashes of the text",
+        "kept": "a content-free tombstone and keyed hashes of the text; copies a promotion "
+        "or a fork made of it are memories of their own scope, forgotten on their own",
     }
 
 

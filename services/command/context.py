@@ -46,6 +46,8 @@ class Context:
     # Memories of other streams the caller can see, among those the command links to
     # (the writer looks them up; a link within the stream needs no lookup).
     targets: frozenset[str] = frozenset()
+    # Forgotten memories of other streams the caller can see, among those it links to.
+    forgotten_targets: frozenset[str] = frozenset()
     member: str | None = None  # the token's member (an agent acts for one)
     # The org's retention: prior revisions each memory keeps (None: all of them).
     keep_revisions: int | None = None

@@ -93,7 +93,8 @@ def _check_target(state: StreamState, source_id: str, target_id: str, ctx: Conte
     if target_id == source_id:
         raise InvalidCommand(f"memory {source_id} cannot link to itself")
     target = state.items.get(target_id)
-    if target is not None and target.status == "forgotten":
+    forgotten = target.status == "forgotten" if target else target_id in ctx.forgotten_targets
+    if forgotten:
         raise Gone(f"memory {target_id} was forgotten; nothing links to it", item_id=target_id)
     if target is None and target_id not in ctx.targets:
         raise NotFound(f"no memory {target_id} you can see", item_id=target_id)

@@ -88,6 +88,13 @@ async def send(
             "invalid",
             known=sorted(c.COMMANDS),
         )
+    if payload.get("extracted") is not None:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            "extracted: only the extractor says a memory is its candidate (on engram.commands)",
+            "invalid",
+        )
     try:  # validate here too: a bad request never reaches the log
         command = model.model_validate(payload)
         stream = principal.stream(command.scope)

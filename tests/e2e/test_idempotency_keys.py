@@ -82,6 +82,7 @@ async def test_a_key_reused_for_another_request_is_refused(services: dict[str, s
     ({"content": "fine"}, "k" * 101, "Idempotency-Key"),
     ({"content": "fine"}, "short", "Idempotency-Key"),
     ({"content": "fine", "pinned": "yes"}, None, "pinned"),
+    ({"content": "fine", "candidate": True, "extracted": True}, None, "extracted"),
 ])
 async def test_bad_input_is_a_clear_422(services: dict[str, str], body: dict[str, Any],
                                         key: str | None, field: str) -> None:

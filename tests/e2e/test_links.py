@@ -132,6 +132,14 @@ async def test_links_reach_only_memories_the_caller_can_see(services: dict[str, 
         r = await http.get(f"{api.recall}/v1/memories/{mine}/links", headers=bob.headers)
         assert (r.status_code, r.json()["code"]) == (404, "not_found")
 
+        # A forgotten memory of a scope Ana sees answers as in her own stream: 410.
+        gone = await http.request("DELETE", f"{api.command}/v1/memories/{shared['item_id']}",
+                                  headers=bob.headers, json={"scope": "shared"})
+        assert gone.status_code == 200, gone.text
+        later = (await api.remember(ana, "Ana drafts the freeze notice."))["item_id"]
+        refused = await api.act(ana, later, "link", target_id=shared["item_id"])
+        assert (refused.status_code, refused.json()["code"]) == (410, "forgotten")
+
 
 async def test_archiving_writes_supersedes_and_forgetting_removes_links(
         services: dict[str, str]) -> None:

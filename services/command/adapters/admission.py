@@ -101,6 +101,9 @@ def context_for(
         content_hash=lambda text: master.content_hash(principal.org, text),
         is_admin="admin" in principal.roles,
         targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
+        forgotten_targets=frozenset(
+            i for i, t in looked_up.targets.items() if t.forgotten_for(principal)
+        ),
         member=principal.member,
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,

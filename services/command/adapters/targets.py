@@ -3,9 +3,11 @@
 A link goes from a memory of the caller's stream to any memory the caller can see
 (seed 004). A memory of another stream is not in this writer's state, so the writer asks
 the projector's read model before it decides, and passes what it found into ``decide``
-(``Context.targets``). The read model lags the log by a batch: a memory saved a moment
-ago in another scope may answer "not found" for that long. Whoever reads the links later
-sees only those whose two memories they can see (row-level security on memory.links).
+(``Context.targets``; a forgotten one in a scope the caller sees, ``forgotten_targets``,
+answers 410 as in its own stream). The read model trails the log: a target not found is
+looked for again once the projector holds what the log held (``adapters/lookups.py``).
+Whoever reads the links later sees only those whose two memories they can see
+(row-level security on memory.links).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ class Target:
     status: str
 
     def visible_to(self, principal: Principal) -> bool:
-        return (
-            self.org == principal.org
-            and self.status in VISIBLE
-            and self.scope in principal.visible_scopes()
-        )
+        return self._in_sight(principal) and self.status in VISIBLE
+
+    def forgotten_for(self, principal: Principal) -> bool:
+        """A forgotten memory of a scope the caller sees (it may know it was forgotten)."""
+        return self._in_sight(principal) and self.status == "forgotten"
+
+    def _in_sight(self, principal: Principal) -> bool:
+        return self.org == principal.org and self.scope in principal.visible_scopes()
 
 
 class LinkTargets:
