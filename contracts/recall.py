@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
 from contracts.envelope import MadeBy
@@ -24,9 +24,10 @@ class RecallRequest(BaseModel):
 
     query: RequestText = Field(max_length=20_000)
     run_id: RequestText | None = Field(default=None, max_length=200)
-    use_memory: bool = True  # a run can turn memory off: nothing supplied, nothing recorded
+    # On-off fields take JSON's true and false only (StrictBool), as the commands do.
+    use_memory: StrictBool = True  # a run can turn memory off: nothing supplied, nothing recorded
     # A preview of what a run would be given (seed 001's composer): nothing is recorded.
-    preview: bool = False
+    preview: StrictBool = False
     policy: Policy | None = None
     max_items: int | None = Field(default=None, ge=1, le=50)
     max_chars: int | None = Field(default=None, ge=200, le=32_000)
@@ -136,14 +137,14 @@ class OrgPolicy(BaseModel):
     keep_revisions: int | None = Field(default=None, ge=1, le=1000)
     # Session switches' defaults (seed 002): a session's runs are given its own memories
     # (use), and the extractor learns from its turns (generate); a session may override.
-    session_use: bool = True
-    session_generate: bool = True
+    session_use: StrictBool = True
+    session_generate: StrictBool = True
     # How many candidates one agent run may propose in a scope (seed 001: three); None:
     # no cap (seed 000). Past it, a save that would be a candidate is refused (429).
     max_candidates_per_run: int | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
     # Whether the extractor learns into agents' memory from their turns (seed 002's
     # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
-    agent_memory: bool = True
+    agent_memory: StrictBool = True
 
 
 class Link(BaseModel):

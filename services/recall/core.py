@@ -74,6 +74,15 @@ def fuse(lists: dict[str, list[Candidate]], pinned: list[Candidate], top: int) -
     return order[:top]
 
 
+def in_order(name: str, items: list[Candidate], top: int) -> list[Ranked]:
+    """One list's first ``top`` as they come, scored as ``fuse`` scores a single list
+    but with no pinned item moved first (newest_first: seed 002 knows no pinning)."""
+    return [
+        Ranked(item, 1.0 / (RRF_K + rank), [f"{name}#{rank}"])
+        for rank, item in enumerate(items[:top], start=1)
+    ]
+
+
 # --- relevance feedback: the first answers lend their words to the full-text list.
 
 K1, B = 1.2, 0.75  # BM25's, as memory.bm25_weight (projector 003_terms.sql) has them

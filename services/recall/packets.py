@@ -28,6 +28,7 @@ from services.recall.core import (
     fed_back,
     feedback_items,
     fuse,
+    in_order,
     lendable,
 )
 from services.recall.settings import RecallSettings
@@ -171,17 +172,14 @@ async def rank(
     settings: RecallSettings,
 ) -> tuple[list[Ranked], int, bool]:
     """Entries in packet order, the character budget, and whether to stop at a misfit
-    (``pinned``: the newest pinned items, as many as the packet holds)."""
+    (``pinned``: the newest pinned items, as many as the packet holds). Every policy holds
+    at most ``top`` items: the request's, else the org's, else the packet's default."""
     policy = req.policy or org.policy
     top = req.max_items or org.max_items or settings.packet_items
     chars = req.max_chars or org.max_chars or settings.packet_chars
-    if policy == "newest_first":  # seed 002: newest first, 8,000 characters
-        newest = await store.listing("newest", p, 500)
-        return (
-            fuse({"newest": newest}, [], len(newest)),
-            req.max_chars or org.max_chars or 8000,
-            True,
-        )
+    if policy == "newest_first":  # seed 002: newest first, pinned or not, 8,000 characters
+        newest = await store.listing("newest", p, top)
+        return in_order("newest", newest, top), req.max_chars or org.max_chars or 8000, True
     if policy == "preferences_first":  # seed 001: pinned, preferences, then keyword matches
         text = await store.full_text(p, req.query, depth(settings, top), settings.full_text_ranking)
         prefs = await store.listing("preferences", p, top)

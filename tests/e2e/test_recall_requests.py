@@ -73,3 +73,55 @@ async def test_text_with_a_nul_is_refused_naming_the_field(services: dict[str, s
         fine = await http.post(f"{recall}/v1/search", headers=ana.headers,
                                json={"query": "ab"})
         assert fine.status_code == 200, fine.text
+
+
+async def test_newest_first_holds_as_many_items_as_asked(services: dict[str, str]) -> None:
+    admin = caller(roles=("admin",))
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        saved = []
+        for n in range(30):
+            r = await http.post(f"{command}/v1/memories", headers=admin.headers,
+                                json={"content": f"Short fact {n}.", "pinned": n == 0})
+            assert r.status_code == 201, r.text
+            saved.append(r.json()["item_id"])
+
+        async def packet(**body: object) -> list[str]:
+            r = await http.post(f"{recall}/v1/recall", headers=admin.headers,
+                                json={"query": "x", "policy": "newest_first", **body})
+            assert r.status_code == 200, r.text
+            return [i["id"] for i in r.json()["items"]]
+
+        async def all_thirty() -> list[str] | None:
+            ids = await packet(max_items=50)
+            return ids if len(ids) == 30 else None
+
+        assert await eventually(all_thirty, what="30 memories") == saved[::-1]
+        assert await packet(max_items=3) == saved[::-1][:3]  # pinned or not
+        assert await packet() == saved[::-1][:12]  # a packet's default, as every policy's
+        r = await http.put(f"{recall}/v1/policy", headers=admin.headers, json={"max_items": 5})
+        assert r.status_code == 200, r.text
+        assert await packet() == saved[::-1][:5]
+        assert await packet(max_items=2) == saved[::-1][:2]
+
+
+async def test_on_off_fields_take_true_or_false_only(services: dict[str, str]) -> None:
+    admin, recall = caller(roles=("admin",)), services["recall"]
+    asks = [
+        ("POST", "/v1/recall", {"query": "x", "use_memory": "no"}, "use_memory"),
+        ("POST", "/v1/recall", {"query": "x", "preview": 1}, "preview"),
+        ("PUT", "/v1/policy", {"agent_memory": "false"}, "agent_memory"),
+        ("PUT", "/v1/policy", {"session_generate": 0}, "session_generate"),
+    ]
+    async with httpx.AsyncClient(timeout=10) as http:
+        policy = (await http.get(f"{recall}/v1/policy", headers=admin.headers)).json()
+        for method, path, body, field in asks:
+            r = await http.request(method, f"{recall}{path}", headers=admin.headers, json=body)
+            assert r.status_code == 422, (body, r.text)
+            assert r.headers["content-type"] == "application/problem+json"
+            assert [e["loc"] for e in r.json()["errors"]] == [["body", field]]
+        # Nothing was set by the refused puts.
+        assert (await http.get(f"{recall}/v1/policy", headers=admin.headers)).json() == policy
+        off = await http.post(f"{recall}/v1/recall", headers=admin.headers,
+                              json={"query": "x", "use_memory": False, "preview": True})
+        assert off.status_code == 200 and off.json()["items"] == []

@@ -18,6 +18,7 @@ from services.recall.core import (
     feedback_items,
     fuse,
     header,
+    in_order,
     lendable,
     or_query,
     passages,
@@ -141,3 +142,11 @@ def test_the_feedback_items_are_the_fused_first_answers() -> None:
     lists = {"full_text": [a, b, c], "vector": [c, a]}
     assert [x.item_id for x in feedback_items(lists, 2)] == ["a", "c"]
     assert [x.item_id for x in feedback_items(lists, 3)] == ["a", "c", "b"]
+
+
+def test_one_list_in_order_keeps_its_order_pinned_or_not_up_to_the_cap() -> None:
+    newest = [item(n, pinned=n == 3) for n in (5, 4, 3, 2, 1)]
+    ranked = in_order("newest", newest, 3)
+    assert [r.item.item_id for r in ranked] == ["i5", "i4", "i3"]
+    assert ranked[2].why == ["newest#3"] and ranked[0].score == 1 / 61
+    assert in_order("newest", newest, 12) == in_order("newest", newest, 5)

@@ -1,0 +1,84 @@
+"""On-off fields of recall's requests take JSON's true and false only: "no", "false", 0
+or 1 is refused with 422 problem+json naming the field, before anything is read (as the
+commands and ``PUT /v1/session`` already do)."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, StrictBool
+
+from contracts.recall import OrgPolicy, RecallRequest
+from engram.auth import mint_token
+from engram.http import PROBLEM
+from services.recall.handlers import router
+from tests.unit.test_recall_request_text import SECRET, recall_app
+
+# (method, path, body, the refused field)
+CASES: list[tuple[str, str, dict[str, Any], str]] = [
+    ("POST", "/v1/recall", {"query": "x", "use_memory": "no"}, "use_memory"),
+    ("POST", "/v1/recall", {"query": "x", "use_memory": 0}, "use_memory"),
+    ("POST", "/v1/recall", {"query": "x", "preview": 1}, "preview"),
+    ("POST", "/v1/recall", {"query": "x", "preview": "true"}, "preview"),
+    ("PUT", "/v1/policy", {"agent_memory": "false"}, "agent_memory"),
+    ("PUT", "/v1/policy", {"session_generate": 0}, "session_generate"),
+    ("PUT", "/v1/policy", {"session_use": "yes"}, "session_use"),
+    ("PUT", "/v1/session", {"use": 1}, "use"),
+    ("PUT", "/v1/session", {"generate": "off"}, "generate"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), CASES,
+                         ids=[f"{m} {p} {f}={b[f]!r}" for m, p, b, f in CASES])
+async def test_an_on_off_field_takes_true_or_false_only(
+    method: str, path: str, body: dict[str, Any], field: str
+) -> None:
+    token = mint_token(SECRET, org="acme", member="ana", session="s1", roles=("admin",))
+    transport = httpx.ASGITransport(app=recall_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:
+        r = await http.request(method, path, json=body,
+                               headers={"Authorization": f"Bearer {token}"})
+
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM
+    assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("body", field)]
+
+
+def test_true_and_false_themselves_are_taken() -> None:
+    request = RecallRequest.model_validate_json('{"query": "x", "use_memory": false, '
+                                                '"preview": true}')
+    assert (request.use_memory, request.preview) == (False, True)
+    policy = OrgPolicy.model_validate_json('{"agent_memory": false, "session_use": true}')
+    assert (policy.agent_memory, policy.session_use) == (False, True)
+
+
+def _boolean(annotation: Any) -> bool:
+    if annotation is bool:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_boolean(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _strict(model: type[BaseModel], name: str) -> bool:
+    field = model.model_fields[name]
+    return bool(model.model_config.get("strict")) or any(
+        getattr(m, "strict", False) for m in field.metadata
+    ) or field.annotation == StrictBool
+
+
+def test_every_on_off_field_a_recall_route_takes_is_strict() -> None:
+    """A new boolean in a recall request body must be a StrictBool (or its model strict)."""
+    loose = []
+    for route in (r for r in router.routes if isinstance(r, APIRoute)):
+        for body in route.dependant.body_params:
+            model = body.field_info.annotation
+            assert isinstance(model, type) and issubclass(model, BaseModel)
+            loose += [f"{route.path} {name}" for name, f in model.model_fields.items()
+                      if _boolean(f.annotation) and not _strict(model, name)]
+    assert loose == []
