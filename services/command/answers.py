@@ -12,7 +12,7 @@ from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession
 from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten
 from engram.crypto import SENSITIVE_FIELDS, MasterKey
-from services.command.errors import DomainError, IdempotencyKeyReused
+from services.command.errors import DomainError, IdempotencyKeyReused, InvalidCommand
 from services.command.state import StreamState
 
 
@@ -48,6 +48,17 @@ def repeated(env: CommandEnvelope, first: dict[str, Any], same: bool) -> Command
             "new Idempotency-Key",
             first_item_id=first.get("item_id"),
         ),
+    )
+
+
+def poisoned(command_id: str, stream_id: str, why: str) -> CommandReply:
+    """The answer to an envelope that names its command but is invalid (it is also
+    dead-lettered): the reason, without the record's text."""
+    return CommandReply(
+        command_id=command_id,
+        ok=False,
+        stream_id=stream_id,
+        rejection=InvalidCommand(f"{why} (the record is on engram.dlq.command)").rejection(),
     )
 
 

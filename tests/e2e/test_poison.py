@@ -121,3 +121,16 @@ async def sealed_content(bootstrap: str, item_id: str) -> dict[str, Any]:
         return await eventually(find, what=f"the event of {item_id}")
     finally:
         await consumer.stop()
+
+
+async def test_an_invalid_envelope_that_names_its_command_is_answered_too(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """Dead-lettered, and its caller, who waits for an answer to that id, gets one."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    ana = caller()
+    envelope = command(ana, {"content": "x"})
+    body = {**envelope.model_dump(mode="json"), "unexpected": 1}
+    await produce(bootstrap, topics.COMMANDS, envelope.stream_id, json.dumps(body).encode())
+    [reply] = (await read_replies(bootstrap, {envelope.command_id}))[envelope.command_id]
+    assert not reply.ok and reply.rejection is not None
+    assert reply.rejection.status == 422 and "unexpected" in reply.rejection.detail

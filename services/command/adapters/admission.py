@@ -1,4 +1,5 @@
-"""What a command must pass before the writer decides it, and what ``decide`` is given.
+"""What a command must pass before the writer decides it (and a repeat before it is
+answered), and what ``decide`` is given.
 
 A command's token must hold when the broker appended the command (now, for one handed
 over in process); its payload is opened (text the gateway sealed) and validated; its
@@ -15,14 +16,16 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.commands import COMMANDS, Command
-from contracts.envelope import CommandEnvelope
+from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import KeyMissingError, MasterKey, open_payload, seal, sealed_key_ids
+from services.command.adapters.batch import Decoded
 from services.command.adapters.lookups import Lookups, command_key
 from services.command.adapters.policies import OrgLimits
-from services.command.answers import json_errors
+from services.command.answers import fingerprint, json_errors, refused, repeated
 from services.command.context import Context, Copy, new_item_id
-from services.command.errors import Forbidden, Gone, InvalidCommand, Unauthenticated
+from services.command.errors import DomainError, Forbidden, Gone, InvalidCommand, Unauthenticated
+from services.command.state import StreamState
 
 
 def caller(verifier: TokenVerifier, env: CommandEnvelope, appended_at: float | None) -> Principal:
@@ -111,3 +114,31 @@ def context_for(
         fork_of=principal.fork_of,
         copies_ready=command_key(env) not in looked_up.unready,
     )
+
+
+def repeat_reply(
+    verifier: TokenVerifier,
+    d: Decoded,
+    state: StreamState,
+    keys: dict[str, bytes],
+    partition: tuple[int, int],
+    master: MasterKey,
+    first: dict[str, Any],
+) -> CommandReply:
+    """A repeat's reply: its first answer, for its own caller only, unless it is another
+    request under the used id (as far as the stream knows: a command decided after the
+    last checkpoint is known after a restore by its answer only)."""
+    env = d.envelope
+    assert env is not None
+    try:
+        caller(verifier, env, d.appended_at)
+    except DomainError as exc:
+        return refused(env, exc)
+    known = (state.fingerprints or {}).get(env.command_id)
+    if known is None or env.once:
+        return repeated(env, first, same=True)
+    try:
+        _, cmd = authorise(verifier, env, keys, d.appended_at, partition)
+    except Exception:  # not decidable as sent now: its first answer stands
+        return repeated(env, first, same=True)
+    return repeated(env, first, same=fingerprint(cmd, master) == known)

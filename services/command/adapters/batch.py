@@ -5,6 +5,7 @@ and what is left to clean up once the batch has committed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,9 @@ class Decoded:
     poison: str | None = None
     submitted: Submitted | None = None
     marker: bool = False  # the pruner's roll marker: committed with the batch, nothing else
+    # A poison envelope's (command_id, stream_id), when it names them: its caller waits
+    # for an answer to that id, and gets a rejection besides the dead letter.
+    named: tuple[str, str] | None = None
 
     @property
     def appended_at(self) -> float | None:
@@ -85,7 +89,24 @@ def decode(item: Queued) -> Decoded:
     try:
         return Decoded(record, envelope=CommandEnvelope.model_validate_json(record.value or b""))
     except ValidationError as exc:
-        return Decoded(record, poison=f"undecodable command envelope: {exc}")
+        why = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()
+        )
+        return Decoded(record, poison=f"undecodable command envelope: {why}", named=_named(record))
+
+
+def _named(record: Record) -> tuple[str, str] | None:
+    """The command id and stream a poison envelope names, if it is JSON that does."""
+    try:
+        body = json.loads(record.value or b"")
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    command_id, stream_id = body.get("command_id"), body.get("stream_id")
+    if isinstance(command_id, str) and isinstance(stream_id, str):
+        return command_id, stream_id
+    return None
 
 
 def keys_needed(

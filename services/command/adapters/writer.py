@@ -30,7 +30,7 @@ from engram.auth import TokenVerifier
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
-from services.command.adapters.admission import authorise, caller, context_for
+from services.command.adapters.admission import authorise, context_for, repeat_reply
 from services.command.adapters.batch import (
     Cleanup,
     Decoded,
@@ -41,7 +41,13 @@ from services.command.adapters.batch import (
 )
 from services.command.adapters.lookups import BatchLookups, Lookups, command_key
 from services.command.adapters.restore import Restorer
-from services.command.answers import accepted, answer, fingerprint, refused, repeated
+from services.command.answers import (
+    accepted,
+    answer,
+    fingerprint,
+    poisoned,
+    refused,
+)
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
 from services.command.origin import made_by
@@ -196,11 +202,15 @@ class PartitionWriter:
         if d.envelope is None:
             assert d.record is not None  # only a Kafka record can be undecodable
             await self._dead_letter(d.record, d.poison or "poison")
+            if d.named is not None:  # its caller waits for an answer to this id
+                await self._reply(d, poisoned(*d.named, d.poison or "poison"))
             return
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
-            await self._reply(d, self._repeat(d, state, keys, first))
+            where = (self.partition, self._partitions)
+            reply = repeat_reply(self._verifier, d, state, keys, where, self._keys.master, first)
+            await self._reply(d, reply)
             return
         own = new_item_id(env.stream_id, env.command_id)  # no item's yet: not a repeat
         try:
@@ -229,29 +239,6 @@ class PartitionWriter:
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
             cleanup.discard.append(own)
-
-    def _repeat(
-        self, d: Decoded, state: StreamState, keys: dict[str, bytes], first: dict[str, Any]
-    ) -> CommandReply:
-        """A repeat's reply: its first answer, for its own caller only, unless it is
-        another request under the used id (as far as the stream knows: a command decided
-        after the last checkpoint is known after a restore by its answer only)."""
-        env = d.envelope
-        assert env is not None
-        try:
-            caller(self._verifier, env, d.appended_at)
-        except DomainError as exc:
-            return refused(env, exc)
-        known = (state.fingerprints or {}).get(env.command_id)
-        if known is None or env.once:
-            return repeated(env, first, same=True)
-        try:
-            _, cmd = authorise(
-                self._verifier, env, keys, d.appended_at, (self.partition, self._partitions)
-            )
-        except Exception:  # not decidable as sent now: its first answer stands
-            return repeated(env, first, same=True)
-        return repeated(env, first, same=fingerprint(cmd, self._keys.master) == known)
 
     async def _append(
         self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event
