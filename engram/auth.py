@@ -29,9 +29,9 @@ MAX_NAME = 200
 _CONTROL = frozenset(chr(c) for c in range(32)) | {"\x7f"}
 
 
-def _check_name(claim: str, value: Any, required: bool) -> None:
-    if value is None and not required:
-        return
+def name_problem(claim: str, value: Any) -> str | None:
+    """Why a value cannot be a token's org, member (``sub``), agent, session or project;
+    None when it can (the services refuse such a token, and ``engram token`` such a name)."""
     if (
         not isinstance(value, str)
         or not 1 <= len(value) <= MAX_NAME
@@ -39,10 +39,18 @@ def _check_name(claim: str, value: Any, required: bool) -> None:
         or (claim == "org" and "/" in value)
     ):
         extra = ", without '/'" if claim == "org" else ""
-        raise AuthError(
-            f"invalid bearer token: the {claim} claim must be a string of 1 to {MAX_NAME} "
-            f"characters{extra}, without control characters"
+        return (
+            f"the {claim} claim must be a string of 1 to {MAX_NAME} characters{extra}, "
+            "without control characters"
         )
+    return None
+
+
+def _check_name(claim: str, value: Any, required: bool) -> None:
+    if value is None and not required:
+        return
+    if (problem := name_problem(claim, value)) is not None:
+        raise AuthError(f"invalid bearer token: {problem}")
 
 
 class AuthError(Exception):

@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engram.auth import dev_secret, mint_token
+from engram.auth import dev_secret, mint_token, name_problem
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.logging import configure_logging
@@ -103,9 +103,12 @@ def _show_status(state_dir: Path | None, *, services_expected: bool) -> int:
 
 
 def _named(value: str | None) -> str | None:
-    """An id a token names (org, member, agent, session, project): given, never empty."""
+    """An id a token names (org, member, agent, session, project): given, never empty, and
+    one the services take (1 to 200 characters, no control characters)."""
     if value is not None and not value.strip():
         raise typer.BadParameter("it is empty: give a name, or leave the option out")
+    if value is not None and (problem := name_problem("name", value)) is not None:
+        raise typer.BadParameter(problem.replace("the name claim", "a name"))
     return value
 
 

@@ -72,6 +72,8 @@ def test_infra_only_is_a_healthy_dev_stack_when_the_services_are_not_expected() 
         (["--member", ""], "Invalid value for '--member': it is empty"),
         (["--member", "  "], "Invalid value for '--member': it is empty"),
         (["--agent", ""], "Invalid value for '--agent': it is empty"),
+        (["--member", "a\tb"], "a name must be a string of 1 to 200 characters"),
+        (["--org", "x" * 201], "a name must be a string of 1 to 200 characters"),
         (["--ttl", "-1"], "Invalid value for '--ttl'"),
         (["--ttl", "0"], "Invalid value for '--ttl'"),
     ],
