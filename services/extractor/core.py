@@ -8,13 +8,14 @@ because the writer answers a repeated ``command_id`` with its first reply.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import ValidationError
 
@@ -83,10 +84,33 @@ def _acceptable(candidate: Candidate, message: str) -> bool:
     )
 
 
-def command_id(stream_id: str, turn_id: str, method: Method, index: int) -> str:
-    """Stable per turn and position; AI and rule proposals never share an id."""
+class TurnKey(NamedTuple):
+    """A turn as handled once (extractor.turns): the same id from another author or
+    into another stream is another turn."""
+
+    org: str
+    turn_id: str
+    stream_id: str
+    author: str
+
+
+def author(member: str, agent: str | None = None, session: str | None = None) -> str:
+    """Who published a turn, as its token names them (one canonical string).
+
+    A turn id is its caller's (per run or per member), so the same id from another
+    member, agent or session is another turn: turns are told apart by stream and author.
+    """
+    named = {"member": member, "agent": agent, "session": session}
+    return json.dumps({k: v for k, v in named.items() if v is not None}, separators=(",", ":"))
+
+
+def command_id(stream_id: str, author: str, turn_id: str, method: Method, index: int) -> str:
+    """Stable per turn and position; AI and rule proposals never share an id. The author
+    is part of it: two members' "turn-1" in the shared stream must not share ids, or the
+    writer would answer the second with the first's reply."""
     family = "ai" if method == "ai" else "rules"
-    return str(uuid.uuid5(NAMESPACE, f"{stream_id}\x1f{turn_id}\x1f{family}\x1f{index}"))
+    name = f"{stream_id}\x1f{author}\x1f{turn_id}\x1f{family}\x1f{index}"
+    return str(uuid.uuid5(NAMESPACE, name))
 
 
 def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> RememberMemory:
@@ -105,7 +129,7 @@ def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> Re
 
 def proposals(
     turn: ConversationTurn,
-    stream_id: str,
+    key: TurnKey,
     method: Method,
     candidates: list[Candidate],
     now: datetime,
@@ -119,10 +143,10 @@ def proposals(
             continue
         envelopes.append(
             CommandEnvelope(
-                command_id=command_id(stream_id, turn.turn_id, method, index),
+                command_id=command_id(key.stream_id, key.author, key.turn_id, method, index),
                 type="RememberMemory",
                 token=turn.token,
-                stream_id=stream_id,
+                stream_id=key.stream_id,
                 issued_at=now,
                 # The same payload shape the HTTP route sends: defaults left out, scope kept.
                 payload=command.model_dump(mode="json", exclude_defaults=True)

@@ -20,13 +20,14 @@ from pydantic import ValidationError
 from contracts.conversations import ConversationTurn
 from contracts.envelope import EventEnvelope
 from contracts.events import Event, MemoryForgotten, MemoryRemembered, decode_event
+from contracts.topics import stream_id
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.db import load_queries
 from engram.logging import get_logger
 from engram.tracking import PoisonMessageError, TrackedFollower
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.core import Candidate, Method, proposals, select
+from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted
 from services.extractor.rules import rule_candidates
 
@@ -60,12 +61,13 @@ class TurnExtractor:
         except PoisonMessageError as exc:
             await _dead_letter(self.follower, record, str(exc))
             return
-        if not await self._pending(conn, principal, turn):
+        key = TurnKey(principal.org, turn.turn_id, stream, _author_of(principal))
+        if not await self._pending(conn, principal, turn, key):
             return
         method, candidates, failure = await self._extract(turn)
-        envelopes = proposals(turn, stream, method, candidates, self._clock())
+        envelopes = proposals(turn, key, method, candidates, self._clock())
         await self._publisher.publish(envelopes)
-        await conn.execute(Q["turn_done"], principal.org, turn.turn_id, method, len(envelopes))
+        await conn.execute(Q["turn_done"], *key, method, len(envelopes))
         PROPOSED.labels(method).inc(len(envelopes))
         log.info(
             "turn_extracted",
@@ -92,12 +94,16 @@ class TurnExtractor:
             raise PoisonMessageError(f"turn {turn.turn_id} has no usable token: {exc}") from exc
 
     async def _pending(
-        self, conn: asyncpg.Connection, principal: Principal, turn: ConversationTurn
+        self,
+        conn: asyncpg.Connection,
+        principal: Principal,
+        turn: ConversationTurn,
+        key: TurnKey,
     ) -> bool:
         org = principal.org
         # Handled once, whatever the method: a turn read again (a replay, a repeated
         # publish, a re-drive of a fallback's dead letter) must not spend AI budget twice.
-        if await conn.fetchval(Q["turn_method"], org, turn.turn_id) is not None:
+        if await conn.fetchval(Q["turn_method"], *key) is not None:
             return _skip("already_handled", turn)
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
         if principal.session and not await _switched_on(
@@ -107,8 +113,10 @@ class TurnExtractor:
         # An org whose agent memory is off teaches its agents nothing (seed 002).
         if turn.scope == "agent" and not await _switched_on(conn, "agent_memory", org):
             return _skip("agent_memory_off", turn)
-        # Forgetting an item suppresses extraction from the messages it came from.
-        if await conn.fetchval(Q["suppressed"], org, [turn.turn_id, *turn.sources]):
+        # Forgetting an item suppresses extraction from the messages it came from, in its
+        # own stream (source ids are the caller's, so may be per member).
+        ids = [turn.turn_id, *turn.sources]
+        if await conn.fetchval(Q["suppressed"], org, ids, key.stream_id):
             return _skip("suppressed", turn)
         return True
 
@@ -184,7 +192,9 @@ def _unwatched(raw: bytes) -> bool:
 
 async def _record(conn: asyncpg.Connection, org: str, event: Event) -> None:
     if isinstance(event, MemoryRemembered) and event.sources:
-        await conn.execute(Q["record_sources"], org, list(event.sources), event.item_id)
+        # The item's stream: its sources are suppressed there once it is forgotten.
+        stream = stream_id(org, event.scope)
+        await conn.execute(Q["record_sources"], org, list(event.sources), event.item_id, stream)
     elif isinstance(event, MemoryForgotten):
         await conn.execute(Q["suppress_sources"], org, event.item_id)
         await conn.execute(Q["suppress_item_id"], org, event.item_id)
@@ -194,6 +204,11 @@ async def _record(conn: asyncpg.Connection, org: str, event: Event) -> None:
 async def _dead_letter(follower: TrackedFollower | None, record: Any, error: str) -> None:
     assert follower is not None, "the app wires the follower before it runs"
     await follower.dead_letter(record, error)
+
+
+def _author_of(principal: Principal) -> str:
+    """The turn's author: the member, agent and session its token names."""
+    return author(principal.member, principal.agent, principal.session)
 
 
 def _skip(reason: str, turn: ConversationTurn) -> bool:

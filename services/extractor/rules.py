@@ -18,7 +18,19 @@ from services.extractor.core import Candidate
 
 CI = re.IGNORECASE
 
-SPLIT = re.compile(r"(?<=[.!?])\s+|[\r\n]+|;\s+")
+# Where a statement may end: a line break or a semicolon always ends one; the space
+# after a stop ends one unless the stop closes an abbreviation (``_abbreviated``).
+BREAK = re.compile(r"[\r\n]+|;\s+|(?<=[.!?])\s+")
+# The word a stop closes, opening brackets and quotes aside ("(e.g.", "J.R.R.").
+STOPPED_WORD = re.compile(r"[(\[\"'\u2018\u201c]*(?P<word>\S+)\.$")
+# Never the end of a sentence: a title or a saint before a name ("Dr. Molar", "St. Louis"),
+# "e.g.", "i.e.", "vs.".
+ABBREVIATIONS = frozenset({"dr", "mr", "mrs", "ms", "prof", "st", "e.g", "i.e", "vs"})
+# Often inside a sentence, sometimes its end ("at 5 p.m. Then …"): the end only when the
+# next word starts with a capital.
+CLOSING_ABBREVIATIONS = frozenset({"etc", "a.m", "p.m", "inc", "ltd", "jr", "sr"})
+# Initials before a name ("J. Smith", "J.R.R. Tolkien").
+INITIALS = re.compile(r"(?:[A-Z]\.)*[A-Z]")
 BULLET = re.compile(r"^(?:[-*\u2022>]|\d+[.)])\s+")
 LEAD_IN = re.compile(
     r"^(?:(?:also|and|but|oh|ok|okay|so|well|actually|btw|by the way|fyi|hey|hi|hello|"
@@ -136,8 +148,37 @@ def rule_candidates(message: str) -> list[Candidate]:
 
 def statements(message: str) -> list[str]:
     """Sentences, lines and list items of a message, each stripped of its bullet."""
-    parts = (BULLET.sub("", p.strip()).strip() for p in SPLIT.split(message))
+    parts = (BULLET.sub("", p.strip()).strip() for p in _pieces(message))
     return [p for p in parts if p]
+
+
+def _pieces(message: str) -> list[str]:
+    """The message cut at each break that ends a statement: "Dr. Molar" stays whole, so
+    a fact is never cut at an abbreviation ("My dentist is Dr."). A stop ends a sentence
+    only before a space, so a decimal point ("3.5") never does."""
+    pieces, start = [], 0
+    for gap in BREAK.finditer(message):
+        # A window, not the whole prefix: an abbreviation is a short word.
+        before = message[max(start, gap.start() - 40) : gap.start()]
+        if not _abbreviated(before, gap.group(), message[gap.end() : gap.end() + 1]):
+            pieces.append(message[start : gap.start()])
+            start = gap.end()
+    return [*pieces, message[start:]]
+
+
+def _abbreviated(before: str, gap: str, after: str) -> bool:
+    """The stop ending ``before`` closes an abbreviation, not the sentence."""
+    stopped = STOPPED_WORD.search(before)
+    if stopped is None or gap.startswith(";") or "\n" in gap or "\r" in gap:
+        return False  # "!", "?", a line break or a semicolon
+    word = stopped.group("word")
+    lowered = word.casefold()
+    # "I" alone is the pronoun that ends "So do I.", not an initial.
+    if lowered in ABBREVIATIONS or (INITIALS.fullmatch(word) and word != "I"):
+        return True
+    if lowered == "no":  # "No. 5", not "No. I prefer tea."
+        return after.isdigit()
+    return lowered in CLOSING_ABBREVIATIONS and not after.isupper()
 
 
 def _candidate(statement: str) -> Candidate | None:

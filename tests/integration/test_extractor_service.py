@@ -30,7 +30,7 @@ from contracts.envelope import CommandEnvelope
 from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.extractor.app import create_app
-from services.extractor.core import command_id
+from services.extractor.core import author, command_id
 from services.extractor.settings import ExtractorSettings
 from tests.conftest import Caller, caller
 from tests.support import eventually
@@ -133,7 +133,8 @@ class Watch:
         anyone's (contracts.topics.ROLL_MARKER_HEADER)."""
         for records in (await self._consumer.getmany(timeout_ms=100)).values():
             self.values.extend(
-                r.value or b"" for r in records if not topics.is_roll_marker(r.headers))
+                r.value or b"" for r in records if not topics.is_roll_marker(r.headers)
+            )
         return self.values
 
 
@@ -180,8 +181,9 @@ def turn(who: Caller, turn_id: str, message: str, **fields: Any) -> tuple[bytes,
     return b"run-1", body.model_dump_json().encode()
 
 
-def ids(stream: str, turn_id: str, method: str, count: int) -> set[str]:
-    return {command_id(stream, turn_id, method, i) for i in range(count)}  # type: ignore[arg-type]
+def ids(stream: str, turn_id: str, method: str, count: int, member: str = "ana") -> set[str]:
+    who = author(member)
+    return {command_id(stream, who, turn_id, method, i) for i in range(count)}  # type: ignore[arg-type]
 
 
 async def turn_row(stack: dict[str, str], org: str, turn_id: str) -> asyncpg.Record | None:
@@ -344,6 +346,110 @@ async def test_a_forgotten_items_sources_yield_no_proposals(
         sources = {e.payload["sources"][0] for e in await commands_of(commands, ana.org)}
         assert sources == {"turn-d"}
         assert await turn_row(stack_settings, ana.org, "turn-a") is None
+
+
+async def test_the_same_turn_id_from_another_member_is_another_turn(
+    stack_settings: dict[str, str], private_topics: tuple[str, str]
+) -> None:
+    """A turn id is its caller's: Ana's "turn-1" does not make Bob's already handled,
+    in their own scopes or in the one they share."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    conversations, events = private_topics
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    shared = f"{ana.org}/shared"
+    settings = settings_for(conversations_topic=conversations, events_topic=events)
+    expected = (
+        ids(f"{ana.org}/member:ana", "turn-1", "rules", 1)
+        | ids(f"{ana.org}/member:bob", "turn-1", "rules", 1, member="bob")
+        | ids(shared, "turn-2", "rules", 1)
+        | ids(shared, "turn-2", "rules", 1, member="bob")
+    )
+
+    async with Watch(bootstrap, topics.COMMANDS) as commands, running(settings):
+        await publish(
+            bootstrap,
+            conversations,
+            turn(ana, "turn-1", "I prefer tea."),
+            turn(bob, "turn-1", "I prefer coffee."),
+            turn(ana, "turn-2", "We decided to ship on Tuesdays.", scope="shared"),
+            turn(bob, "turn-2", "We decided to review on Fridays.", scope="shared"),
+        )
+        got = await eventually(lambda: proposed(commands, ana.org, expected), deadline=DEADLINE)
+        by_stream = sorted((e.stream_id, e.payload["content"]) for e in got.values())
+        assert by_stream == [
+            (f"{ana.org}/member:ana", "I prefer tea."),
+            (f"{ana.org}/member:bob", "I prefer coffee."),
+            (shared, "We decided to review on Fridays."),
+            (shared, "We decided to ship on Tuesdays."),
+        ]
+        tokens = {e.payload["content"]: e.token for e in got.values()}
+        assert tokens["I prefer coffee."] == tokens["We decided to review on Fridays."] == bob.token
+        assert tokens["I prefer tea."] == tokens["We decided to ship on Tuesdays."] == ana.token
+        # One row per turn handled, each naming its stream and author.
+        rows = await eventually(lambda: turn_rows(stack_settings, ana.org, 4), deadline=DEADLINE)
+        assert sorted((r["turn_id"], r["stream_id"], r["author"]) for r in rows) == [
+            ("turn-1", f"{ana.org}/member:ana", author("ana")),
+            ("turn-1", f"{ana.org}/member:bob", author("bob")),
+            ("turn-2", shared, author("ana")),
+            ("turn-2", shared, author("bob")),
+        ]
+
+
+async def turn_rows(stack: dict[str, str], org: str, count: int) -> list[asyncpg.Record] | None:
+    conn = await asyncpg.connect(stack["DATABASE_URL"])
+    try:
+        rows = await conn.fetch(
+            "SELECT turn_id, stream_id, author FROM extractor.turns WHERE org = $1", org
+        )
+    finally:
+        await conn.close()
+    return rows if len(rows) >= count else None
+
+
+async def test_a_forgotten_items_sources_suppress_its_own_stream_only(
+    stack_settings: dict[str, str], private_topics: tuple[str, str]
+) -> None:
+    """Message ids are the caller's: Ana forgetting what came from her "msg-7" keeps
+    Bob's "msg-7" turn learnable, while her own turns from it stay suppressed, and any
+    turn citing her forgotten item (its id, a uuid) too."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    conversations, events = private_topics
+    ana = caller()
+    bob = caller(org=ana.org, member="bob")
+    stream = f"{ana.org}/member:ana"
+    forgotten = str(uuid.uuid4())
+    settings = settings_for(conversations_topic=conversations, events_topic=events)
+
+    async with Watch(bootstrap, topics.COMMANDS) as commands, running(settings):
+        await publish(
+            bootstrap,
+            events,
+            remembered(stream, 1, forgotten, ["turn-a", "msg-7"]),
+            event(stream, 2, "MemoryForgotten", {"item_id": forgotten, "revisions": 1}),
+        )
+        expected = {"turn-a": True, "msg-7": True, forgotten: True}
+        await eventually(
+            lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
+        )
+        await publish(
+            bootstrap,
+            conversations,
+            turn(ana, "turn-b", "I prefer tea.", sources=("msg-7",)),  # Ana's own message
+            turn(bob, "turn-c", "I prefer green tea.", sources=(forgotten,)),  # cites the item
+            turn(bob, "turn-a", "I prefer coffee.", sources=("msg-7",)),  # Bob's own ids
+        )
+        await eventually(
+            lambda: proposed(
+                commands, ana.org, ids(f"{ana.org}/member:bob", "turn-a", "rules", 1, "bob")
+            ),
+            deadline=DEADLINE,
+        )
+        # One run, one partition, in order: the turns before Bob's were read, and skipped.
+        proposals = await commands_of(commands, ana.org)
+        assert [e.payload["content"] for e in proposals] == ["I prefer coffee."]
+        assert await turn_row(stack_settings, ana.org, "turn-b") is None
+        assert await turn_row(stack_settings, ana.org, "turn-c") is None
 
 
 async def _equal(probe: Any, expected: Json) -> bool:

@@ -15,6 +15,8 @@ from services.extractor.access import gives_access
 from services.extractor.core import (
     MAX_CANDIDATES,
     Candidate,
+    TurnKey,
+    author,
     backoff_delay,
     command_id,
     evidence_ok,
@@ -24,6 +26,11 @@ from services.extractor.core import (
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
 MESSAGE = "Honestly, I prefer short answers. My timezone is CET."
+ANA = author("ana")
+
+
+def key(stream: str, turn_id: str = "turn-1", who: str = ANA) -> TurnKey:
+    return TurnKey(stream.split("/", 1)[0], turn_id, stream, who)
 
 
 def turn(**changes: object) -> ConversationTurn:
@@ -73,7 +80,7 @@ def test_select_never_returns_more_than_five_grounded_candidates(
 
 def test_proposals_are_candidates_acting_with_the_turns_token() -> None:
     candidates = [Candidate("I prefer short answers.", "preference", "I prefer short answers")]
-    [envelope] = proposals(turn(), "acme/member:ana", "rules", candidates, NOW)
+    [envelope] = proposals(turn(), key("acme/member:ana"), "rules", candidates, NOW)
 
     assert envelope.type == "RememberMemory"
     assert envelope.token == "tok"
@@ -95,25 +102,46 @@ def test_a_replayed_turn_gets_the_same_command_ids() -> None:
         Candidate("I prefer short answers.", "preference", "I prefer short answers"),
         Candidate("My timezone is CET.", "fact", "My timezone is CET"),
     ]
-    first = [e.command_id for e in proposals(turn(), "acme/shared", "rules", candidates, NOW)]
-    again = [e.command_id for e in proposals(turn(), "acme/shared", "rules", candidates, NOW)]
+    first = [e.command_id for e in proposals(turn(), key("acme/shared"), "rules", candidates, NOW)]
+    again = [e.command_id for e in proposals(turn(), key("acme/shared"), "rules", candidates, NOW)]
     assert first == again
     assert len(set(first)) == 2
 
 
 def test_command_ids_differ_by_stream_turn_and_family_but_not_fallback() -> None:
-    base = command_id("acme/shared", "turn-1", "rules", 0)
-    assert base == command_id("acme/shared", "turn-1", "rules-fallback", 0)
-    assert base != command_id("acme/shared", "turn-1", "ai", 0)
-    assert base != command_id("other/shared", "turn-1", "rules", 0)
-    assert base != command_id("acme/shared", "turn-2", "rules", 0)
-    assert base != command_id("acme/shared", "turn-1", "rules", 1)
+    base = command_id("acme/shared", ANA, "turn-1", "rules", 0)
+    assert base == command_id("acme/shared", ANA, "turn-1", "rules-fallback", 0)
+    assert base != command_id("acme/shared", ANA, "turn-1", "ai", 0)
+    assert base != command_id("other/shared", ANA, "turn-1", "rules", 0)
+    assert base != command_id("acme/shared", ANA, "turn-2", "rules", 0)
+    assert base != command_id("acme/shared", ANA, "turn-1", "rules", 1)
+
+
+def test_the_same_turn_id_from_another_author_is_another_turn() -> None:
+    """A turn id is its caller's: Bob's "turn-1" in the shared stream is not Ana's, so
+    the writer must not answer his proposals with her first reply."""
+    candidates = [Candidate("We decided to ship on Tuesdays.", "decision", "We decided to ship")]
+    message = turn(user_message="We decided to ship on Tuesdays.")
+    authors = [
+        author("ana"),
+        author("bob"),
+        author("ana", agent="helper"),
+        author("ana", session="s-1"),
+        author("ana", agent="helper", session="s-1"),
+    ]
+    ids = {
+        proposals(message, key("acme/shared", who=who), "rules", candidates, NOW)[0].command_id
+        for who in authors
+    }
+    assert len(ids) == len(authors)
+    assert len(set(authors)) == len(authors)
+    assert author("ana", None, None) == author("ana")  # one canonical form per author
 
 
 def test_the_turn_id_is_not_repeated_in_sources() -> None:
     envelope = proposals(
         turn(sources=("turn-1", "msg-1")),
-        "acme/shared",
+        key("acme/shared"),
         "ai",
         [Candidate("I prefer short answers.", "preference", "I prefer short answers")],
         NOW,

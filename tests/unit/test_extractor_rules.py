@@ -146,3 +146,77 @@ def test_evidence_is_the_users_own_words() -> None:
 
 def test_statements_split_sentences_lines_and_items() -> None:
     assert statements("One. Two!\n* three; four?  ") == ["One.", "Two!", "three", "four?"]
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "Remember that my dentist is Dr. Molar on Elm street.",
+            [("fact", "My dentist is Dr. Molar on Elm street.")],
+        ),
+        ("My manager is Mr. Jones.", [("fact", "My manager is Mr. Jones.")]),
+        ("My landlady is Mrs. Smith.", [("fact", "My landlady is Mrs. Smith.")]),
+        ("My mentor is Ms. Ito.", [("fact", "My mentor is Ms. Ito.")]),
+        ("My advisor is Prof. Ada Lovelace.", [("fact", "My advisor is Prof. Ada Lovelace.")]),
+        ("I live in St. Louis with my cat.", [("fact", "I live in St. Louis with my cat.")]),
+        ("My son is Sam Jr. and he is six.", [("fact", "My son is Sam Jr. and he is six.")]),
+        ("My father is Sam Sr. of Boston.", [("fact", "My father is Sam Sr. of Boston.")]),
+        (
+            "I like fruit, e.g. apples and pears.",
+            [("preference", "I like fruit, e.g. apples and pears.")],
+        ),
+        (
+            "I prefer one tool per job, i.e. no monorepo.",
+            [("preference", "I prefer one tool per job, i.e. no monorepo.")],
+        ),
+        (
+            "I prefer tabs, spaces, etc. over mixed indents.",
+            [("preference", "I prefer tabs, spaces, etc. over mixed indents.")],
+        ),
+        ("I prefer Vim vs. Emacs any day.", [("preference", "I prefer Vim vs. Emacs any day.")]),
+        (
+            "My standup is at 9 a.m. every weekday.",
+            [("fact", "My standup is at 9 a.m. every weekday.")],
+        ),
+        (
+            "My gym class is at 6 p.m. on Fridays.",
+            [("fact", "My gym class is at 6 p.m. on Fridays.")],
+        ),
+        ("My flat is No. 5 on the left.", [("fact", "My flat is No. 5 on the left.")]),
+        ("My employer is Acme Inc. in Berlin.", [("fact", "My employer is Acme Inc. in Berlin.")]),
+        ("My bank is Foo Ltd. of London.", [("fact", "My bank is Foo Ltd. of London.")]),
+        ("My doctor is J. Smith.", [("fact", "My doctor is J. Smith.")]),
+        (
+            "My favourite author is J.R.R. Tolkien.",
+            [("fact", "My favourite author is J.R.R. Tolkien.")],
+        ),
+        ("My daughter is 3.5 years old.", [("fact", "My daughter is 3.5 years old.")]),
+        ("Remember that the limit is 2.5 GB.", [("fact", "The limit is 2.5 GB.")]),
+    ],
+)
+def test_an_abbreviation_or_a_decimal_does_not_cut_a_fact(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    assert extract(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("My dentist is Dr. Molar. I prefer tea.", ["My dentist is Dr. Molar.", "I prefer tea."]),
+        ("Call me at 5 p.m. Then we talk.", ["Call me at 5 p.m.", "Then we talk."]),
+        (
+            "We use tabs, spaces, etc. I prefer tabs.",
+            ["We use tabs, spaces, etc.", "I prefer tabs."],
+        ),
+        ("No. I prefer tea.", ["No.", "I prefer tea."]),
+        ("So do I. My dog is Rex.", ["So do I.", "My dog is Rex."]),
+        ("My version is 3.5. It works.", ["My version is 3.5.", "It works."]),
+        ("Ask Dr.\nMy dog is Rex.", ["Ask Dr.", "My dog is Rex."]),
+    ],
+)
+def test_a_sentence_still_ends_after_an_abbreviation_that_can_end_one(
+    message: str, expected: list[str]
+) -> None:
+    assert statements(message) == expected

@@ -1,20 +1,28 @@
 -- name: turn_method
-SELECT method FROM extractor.turns WHERE org = $1 AND turn_id = $2
+-- This author's turn of this id into this stream (003), or a turn of this id the org
+-- handled before turns named either: such a row still counts for all of them.
+SELECT method FROM extractor.turns
+WHERE org = $1 AND turn_id = $2 AND (stream_id IS NULL OR (stream_id = $3 AND author = $4))
+LIMIT 1
 
 -- name: turn_done
-INSERT INTO extractor.turns (org, turn_id, method, proposals) VALUES ($1, $2, $3, $4)
-ON CONFLICT (org, turn_id) DO UPDATE
+INSERT INTO extractor.turns (org, turn_id, stream_id, author, method, proposals)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (org, turn_id, stream_id, author) DO UPDATE
 SET method = EXCLUDED.method, proposals = EXCLUDED.proposals, processed_at = now()
 
 -- name: suppressed
+-- A forgotten item's sources suppress its own stream's turns; a row with no stream
+-- suppresses the org's (003: older rows, and forgotten items' own ids).
 SELECT EXISTS (
     SELECT 1 FROM extractor.sources
     WHERE org = $1 AND source_id = ANY($2::text[]) AND suppressed
+      AND (stream_id IS NULL OR stream_id = $3)
 )
 
 -- name: record_sources
-INSERT INTO extractor.sources (org, source_id, item_id)
-SELECT $1, source_id, $3 FROM unnest($2::text[]) AS source_id
+INSERT INTO extractor.sources (org, source_id, item_id, stream_id)
+SELECT $1, source_id, $3, $4 FROM unnest($2::text[]) AS source_id
 ON CONFLICT (org, source_id, item_id) DO NOTHING
 
 -- name: suppress_sources
@@ -22,9 +30,10 @@ UPDATE extractor.sources SET suppressed = true WHERE org = $1 AND item_id = $2
 
 -- name: suppress_item_id
 -- The item's own id counts as a source too: a turn that cites the forgotten item
--- (it was recalled into the run) must not bring its text back as a candidate.
+-- (it was recalled into the run) must not bring its text back as a candidate. Org-wide
+-- (no stream): the id is a uuid, and the run may propose into another of its scopes.
 INSERT INTO extractor.sources (org, source_id, item_id, suppressed) VALUES ($1, $2, $2, true)
-ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true
+ON CONFLICT (org, source_id, item_id) DO UPDATE SET suppressed = true, stream_id = NULL
 
 -- name: generate
 -- The session's `generate` switch as it applies (recall's session switches: its own,
