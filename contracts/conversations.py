@@ -4,7 +4,8 @@ A turn is published once the run's reply is complete. The extractor reads it
 and proposes candidate memories acting with the turn's own bearer token, so it
 can only ever propose into scopes that token already grants. The record key is
 the turn's ``<org>/<scope>`` stream id or its run id; the extractor relies on
-neither, only on ``turn_id`` being stable when the same turn is published again.
+neither, only on ``turn_id`` being stable when the same turn is published again (a turn
+id is its caller's: the extractor tells turns apart by it with their stream and author).
 """
 
 from __future__ import annotations
