@@ -23,12 +23,6 @@ def new_item_id(stream_id: str, command_id: str) -> str:
     return str(uuid.uuid5(ITEM_NAMESPACE, f"{stream_id}\x1f{command_id}"))
 
 
-def legacy_item_id(command_id: str) -> str:
-    """The id a save made before ids were of their stream (``new_item_id``): a late
-    repeat of one is still known by its item."""
-    return str(uuid.uuid5(ITEM_NAMESPACE, command_id))
-
-
 def copy_item_id(command_item_id: str, source_id: str) -> str:
     """The id of a promotion's or a fork's copy of ``source_id``: deterministic too."""
     return str(uuid.uuid5(ITEM_NAMESPACE, f"{command_item_id}/{source_id}"))

@@ -27,7 +27,7 @@ from contracts.events import (
     Sealed,
     Status,
 )
-from services.command.context import legacy_item_id, new_item_id
+from services.command.context import new_item_id
 
 LinkKey = tuple[str, str]  # (target_id, kind)
 
@@ -117,9 +117,8 @@ class StreamState:
         first answer while kept, else (a save older than that) its item as it is now."""
         if (first := self.results.get(command_id)) is not None:
             return first
-        for item_id in (new_item_id(self.stream_id, command_id), legacy_item_id(command_id)):
-            if (item := self.items.get(item_id)) is not None:
-                return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
+        if (item := self.items.get(new_item_id(self.stream_id, command_id))) is not None:
+            return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
         return None
 
     def record_fingerprint(self, command_id: str, digest: bytes) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from contracts import commands as c
 from services.command import state as state_module
-from services.command.context import legacy_item_id, new_item_id
+from services.command.context import new_item_id
 from services.command.core import decide
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
@@ -67,18 +67,3 @@ def test_the_same_command_id_names_another_item_in_another_stream() -> None:
     assert set(ana.items).isdisjoint(eve.items)
     assert eve.first_answer("k7") == eve.results["k7"] != ana.results["k7"]
 
-
-def test_a_save_from_before_ids_were_of_their_stream_is_still_known(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(state_module, "ANSWERS_KEPT", 1)
-    state = StreamState("acme/member:ana")
-    ctx = dataclasses.replace(make_context(), new_item_id=lambda: legacy_item_id("old"))
-    for event in decide(state, c.RememberMemory(content="saved long ago"), ctx):
-        evolve(state, state.seq + 1, "old", event)
-    save(state, "newer", "another text")
-    assert state.first_answer("old") == {
-        "item_id": legacy_item_id("old"),
-        "revision": 1,
-        "status": "active",
-    }
