@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.text import refuse_nul
+from contracts.text import NUL, refuse_nul
 
 
 class Actor(BaseModel):
@@ -56,7 +56,10 @@ class CommandEnvelope(BaseModel):
     @model_validator(mode="after")
     def _no_nul(self) -> CommandEnvelope:
         # The payload is its command's to check; these reach Postgres and logs as they are.
-        refuse_nul({"command_id": self.command_id, "type": self.type, "stream_id": self.stream_id})
+        if NUL in self.command_id or NUL in self.stream_id or NUL in self.type:
+            refuse_nul(
+                {"command_id": self.command_id, "type": self.type, "stream_id": self.stream_id}
+            )
         return self
 
 

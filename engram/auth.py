@@ -7,6 +7,7 @@ production configures a secret, a public key or a JWKS URL (RS256).
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -90,6 +91,11 @@ class Principal:
 
     def visible_scopes(self) -> list[str]:
         """Shared, its own private scope, and its agent, session and project scopes."""
+        return list(self.scopes)
+
+    @functools.cached_property
+    def scopes(self) -> tuple[str, ...]:
+        """``visible_scopes``, built once (a verified token's principal is cached)."""
         scopes = ["shared", f"member:{self.member}"]
         scopes += [
             f"{k}:{v}"
@@ -100,7 +106,7 @@ class Principal:
             )
             if v
         ]
-        return scopes
+        return tuple(scopes)
 
     @property
     def is_agent(self) -> bool:

@@ -36,7 +36,7 @@ def caller(verifier: TokenVerifier, env: CommandEnvelope, appended_at: float | N
     except AuthError as exc:
         raise Unauthenticated(str(exc)) from exc
     org, _, scope = env.stream_id.partition("/")
-    if org != principal.org or scope not in principal.visible_scopes():
+    if org != principal.org or scope not in principal.scopes:
         raise Forbidden(f"stream_id {env.stream_id!r} is not one of the token's scopes")
     return principal
 
