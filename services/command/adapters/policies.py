@@ -29,6 +29,9 @@ class OrgLimits:
     max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
 
 
+KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
+
+
 class OrgPolicies:
     def __init__(self, pool: asyncpg.Pool, ttl: float = 10.0) -> None:
         self._pool, self._ttl = pool, ttl
@@ -42,7 +45,10 @@ class OrgPolicies:
         if stale:
             found = await self._read(stale)
             for org in stale:
+                self._known.pop(org, None)  # to the end: the oldest read leave first
                 self._known[org] = (found.get(org, OrgLimits()), now)
+            while len(self._known) > KNOWN_ORGS:  # orgs of refused commands count too
+                del self._known[next(iter(self._known))]
         return {org: self._known[org][0] for org in orgs}
 
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:

@@ -176,6 +176,9 @@ class PartitionWriter:
             self.next_event_offset = max(f.result().offset for f in self._sent) + 1
             self.events_since_checkpoint += len(self._sent)
         await self._maybe_checkpoint()
+        for stream_id in {d.envelope.stream_id for d in decoded if d.envelope is not None}:
+            if (state := self.states.get(stream_id)) is not None and state.seq == 0:
+                del self.states[stream_id]  # nothing decided there (all refused): not kept
         first = batch[0]
         since = first.timestamp_ms if isinstance(first, Submitted) else first.timestamp
         log.debug(
