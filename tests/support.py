@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
@@ -126,3 +126,14 @@ async def shadow_database(live_dsn: str, name: str) -> AsyncIterator[str]:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await conn.close()
+
+
+async def publish_turns(bootstrap: str, *turns: bytes) -> None:
+    """Conversation turns on engram.conversations, in this order (one key: one partition)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for value in turns:
+            await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
+    finally:
+        await producer.stop()

@@ -7,13 +7,11 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaProducer
 
-from contracts import topics
 from contracts.commands import ScopeChoice
 from contracts.conversations import ConversationTurn
 from tests.conftest import Caller, caller
-from tests.support import eventually
+from tests.support import eventually, publish_turns
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 60.0
@@ -34,22 +32,12 @@ def turn(who: Caller, turn_id: str, message: str, scope: ScopeChoice = "private"
     )
 
 
-async def publish(bootstrap: str, *turns: bytes) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for value in turns:
-            await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
-    finally:
-        await producer.stop()
-
-
 async def test_two_members_turns_with_one_turn_id_both_teach(
     services: dict[str, str], stack_settings: dict[str, str]
 ) -> None:
     ana = caller()
     bob = caller(org=ana.org, member="bob")
-    await publish(
+    await publish_turns(
         stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
         turn(ana, "turn-1", "Remember that my dentist is Dr. Molar on Elm street."),
         turn(bob, "turn-1", "I prefer coffee."),

@@ -11,13 +11,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from aiokafka import AIOKafkaProducer
 
-from contracts import topics
 from contracts.commands import ScopeChoice
 from contracts.conversations import ConversationTurn
 from tests.conftest import Caller, caller
-from tests.support import eventually
+from tests.support import eventually, publish_turns
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +80,7 @@ async def test_generate_off_lets_the_extractor_learn_nothing_from_the_session(
         assert r.json()["settings"]["generate"] is False
         # One run, so one partition and this order: once the second turn is learned
         # from, the first has been read too.
-        await publish(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+        await publish_turns(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
                       turn(quiet, "t-quiet", "Remember that I prefer aisle seats."),
                       turn(chatty, "t-chatty", "Remember that I prefer window seats."))
 
@@ -110,16 +108,6 @@ def turn(who: Caller, turn_id: str, message: str, scope: ScopeChoice = "session"
                             scope=scope).model_dump_json().encode()
 
 
-async def publish(bootstrap: str, *turns: bytes) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for value in turns:
-            await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
-    finally:
-        await producer.stop()
-
-
 async def test_agent_memory_off_lets_agents_learn_nothing_from_their_turns(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
     helper, learning = caller(agent="helper"), caller(agent="helper")  # two orgs
@@ -132,7 +120,7 @@ async def test_agent_memory_off_lets_agents_learn_nothing_from_their_turns(
         # One run, so one partition and this order: once the second turn is learned from,
         # the first has been read too.
         aisle = "Remember that I prefer aisle seats."
-        await publish(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+        await publish_turns(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
                       turn(helper, "t-agent", aisle, "agent"),
                       turn(learning, "t-agent", aisle, "agent"),
                       turn(helper, "t-own", "Remember that I prefer window seats.", "private"))

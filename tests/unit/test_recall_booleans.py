@@ -8,16 +8,13 @@ import types
 import typing
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, StrictBool
 
 from contracts.recall import OrgPolicy, RecallRequest
-from engram.auth import mint_token
-from engram.http import PROBLEM
 from services.recall.handlers import router
-from tests.unit.test_recall_request_text import SECRET, recall_app
+from tests.unit.test_recall_request_text import refused
 
 # (method, path, body, the refused field)
 CASES: list[tuple[str, str, dict[str, Any], str]] = [
@@ -38,14 +35,7 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
 async def test_an_on_off_field_takes_true_or_false_only(
     method: str, path: str, body: dict[str, Any], field: str
 ) -> None:
-    token = mint_token(SECRET, org="acme", member="ana", session="s1", roles=("admin",))
-    transport = httpx.ASGITransport(app=recall_app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:
-        r = await http.request(method, path, json=body,
-                               headers={"Authorization": f"Bearer {token}"})
-
-    assert r.status_code == 422, r.text
-    assert r.headers["content-type"] == PROBLEM
+    r = await refused(method, path, body, session="s1")
     assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("body", field)]
 
 

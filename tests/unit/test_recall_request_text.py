@@ -74,16 +74,23 @@ def recall_app() -> FastAPI:
 async def test_a_nul_in_request_text_is_a_422_naming_the_field(
     method: str, path: str, body: dict[str, Any] | None, loc: tuple[str, str]
 ) -> None:
-    token = mint_token(SECRET, org="acme", member="ana", roles=("admin",))
+    r = await refused(method, path, body)
+    assert r.json()["code"] == "invalid"
+    assert [tuple(e["loc"]) for e in r.json()["errors"]] == [loc]
+
+
+async def refused(
+    method: str, path: str, body: dict[str, Any] | None, **claims: Any
+) -> httpx.Response:
+    """The recall app's answer to an admin's request that it must refuse: a 422 problem."""
+    token = mint_token(SECRET, org="acme", member="ana", roles=("admin",), **claims)
     transport = httpx.ASGITransport(app=recall_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:
         r = await http.request(method, path, json=body,
                                headers={"Authorization": f"Bearer {token}"})
-
     assert r.status_code == 422, r.text
     assert r.headers["content-type"] == PROBLEM
-    assert r.json()["code"] == "invalid"
-    assert [tuple(e["loc"]) for e in r.json()["errors"]] == [loc]
+    return r
 
 
 def _free_text(annotation: Any) -> bool:
