@@ -118,6 +118,14 @@ def _org(value: str) -> str:
     return _named(value) or value
 
 
+# A shadow is a copy of the read models, text included, that no later forget reaches.
+_SHADOW_HOLDS_TEXT = (
+    "[yellow]The shadow database {into} is kept for a look. It holds the memories' text, "
+    "and a forget made from now on does not reach it: drop it when done "
+    "(DROP DATABASE {into}).[/yellow]"
+)
+
+
 @app.command()
 def token(
     org: str = typer.Option("demo", callback=_org, help="The organisation (no '/')."),
@@ -202,6 +210,7 @@ def replay(
             + ("[green]match[/green]" if report.matches else "[red]differ[/red]")
         )
         if not swap:
+            console.print(_SHADOW_HOLDS_TEXT.format(into=into))
             return 0 if report.matches else 1
         try:
             swapped = await run_swap(
@@ -218,9 +227,9 @@ def replay(
         console.print(
             f"swapped {sum(swapped.rows.values())} rows in {len(swapped.rows)} tables "
             f"({swapped.caught_up} events caught up) in {swapped.seconds} s; live checksum "
-            f"now {swapped.checksum[:16]}. The shadow database {into} is kept; drop it "
-            "when done."
+            f"now {swapped.checksum[:16]}."
         )
+        console.print(_SHADOW_HOLDS_TEXT.format(into=into))
         return 0
 
     raise typer.Exit(asyncio.run(go()))

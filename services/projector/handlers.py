@@ -289,7 +289,11 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
     def one(sealed: Sealed | None) -> str | None:
         if sealed is None or sealed.key_id not in keys:
             return None
-        text = open_sealed(sealed, keys[sealed.key_id])
+        try:
+            text = open_sealed(sealed, keys[sealed.key_id])
+        except ValueError as exc:  # damaged ciphertext: its text stays NULL, the log says so
+            log.error("sealed_text_unreadable", item_id=event.item_id, error=str(exc))
+            return None
         # Saved before commands refused NUL: Postgres's text cannot hold one.
         return text.replace(NUL, REPLACEMENT) if NUL in text else text
 

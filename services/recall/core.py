@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import TypeAdapter
@@ -188,6 +188,7 @@ def build_packet(
 # passage that matched; a bounded result with an ``omitted`` count.
 
 EXCERPT_CHARS = 1200
+EXCERPT_WORDS = 64  # query words a passage is matched against
 SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
 
 
@@ -226,11 +227,13 @@ def excerpt(content: str, query: str, size: int = EXCERPT_CHARS) -> Excerpt:
     (the head when nothing matches, as a list without a query does)."""
     if len(content) <= size:
         return Excerpt(content, False, len(content))
-    words = {w for w in WORD.findall(query.lower()) if len(w) > 2}
+    # At most EXCERPT_WORDS of the query's words (a query may be 20,000 characters, and
+    # every hit of a search is excerpted): each passage word is matched by one C call.
+    words = tuple(dict.fromkeys(w for w in WORD.findall(query.lower()) if len(w) > 2))
+    words = words[:EXCERPT_WORDS]
 
     def hits(passage: str) -> int:
-        found = WORD.findall(passage.lower())
-        return sum(1 for w in found if w in words or any(w.startswith(q) for q in words))
+        return sum(1 for w in WORD.findall(passage.lower()) if w.startswith(words))
 
     chunks = passages(content, size)
     best = max(chunks, key=hits) if words else chunks[0]
@@ -257,4 +260,9 @@ def read_cursor(cursor: str) -> tuple[datetime, str]:
     """The position a ``page_cursor`` names; ValueError when it names none. Its id goes to
     PostgreSQL as text, so one holding a NUL is no cursor of ours either."""
     stamp, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-    return datetime.fromisoformat(stamp), _TEXT.validate_python(item_id)
+    when = datetime.fromisoformat(stamp)
+    try:  # ours are in UTC; one no UTC date holds (year 1 at +05:00) is none of ours
+        when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    except OverflowError as exc:
+        raise ValueError("the cursor's time is out of range") from exc
+    return when, _TEXT.validate_python(item_id)

@@ -184,7 +184,7 @@ async def _session_view(store: RecallStore, principal: Principal) -> SessionResp
 async def get_changes(
     request: Request,
     scope: ScopeChoice = "private",
-    after: int = Query(0, ge=0),
+    after: int = Query(0, ge=0, le=2**63 - 1),
     limit: int = Query(100, ge=1, le=1000),
 ) -> ChangesResponse:
     """One scope's change log, oldest first, after version ``after`` (seed 002's agent

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import string
 import uuid
 from typing import Any
 
@@ -134,3 +136,31 @@ async def test_an_invalid_envelope_that_names_its_command_is_answered_too(
     [reply] = (await read_replies(bootstrap, {envelope.command_id}))[envelope.command_id]
     assert not reply.ok and reply.rejection is not None
     assert reply.rejection.status == 422 and "unexpected" in reply.rejection.detail
+
+
+async def test_a_very_long_word_in_a_long_named_scope_is_projected(
+        services: dict[str, str]) -> None:
+    """Postgres's btree rows hold 2,704 bytes: a 1,500-byte word beside a 1,600-byte stream
+    id, neither compressible, once stopped the projector on an event the writer had
+    accepted (a code review)."""
+    rng = random.Random(7)
+
+    def name() -> str:  # 200 characters of 4 bytes each
+        return "".join(chr(rng.randint(0x1D400, 0x1D6A3)) for _ in range(200))
+
+    word = "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(1500))
+    who = caller(org=name(), member=name())
+    async with httpx.AsyncClient(timeout=10) as http:
+        saved = await http.post(f"{services['command']}/v1/memories", headers=who.headers,
+                                json={"content": f"{word} is the longest word here"})
+        assert saved.status_code == 201, saved.text
+        item = saved.json()["item_id"]
+
+        async def visible() -> bool:
+            r = await http.get(f"{services['recall']}/v1/memories/{item}", headers=who.headers)
+            return r.status_code == 200
+
+        await eventually(visible, what="the memory in the read model")
+        found = await http.post(f"{services['recall']}/v1/search", headers=who.headers,
+                                json={"query": "longest word"})
+        assert [m["id"] for m in found.json()["memories"]] == [item]

@@ -142,3 +142,18 @@ async def test_hybrid_finds_what_either_retriever_alone_misses(
     assert hits(hybrid) == set(LABELLED), hybrid
     # The exact code ranks first.
     assert hybrid["zq-4471-vv"][0] == "mugs"
+
+    # An expired memory leaves vector recall as it leaves every other retriever (a code
+    # review found the vectors' function taking any active item).
+    owner = await asyncpg.connect(dsn)
+    try:
+        await owner.execute(
+            "UPDATE memory.items SET expires_at = now() - interval '1 hour' WHERE item_id = $1",
+            f"{org}-revenue",
+        )
+    finally:
+        await owner.close()
+    async with open_embedder(local, RecallSettings(), recall_pool) as embedder:
+        assert embedder is not None
+        after = await found_by(RecallStore(recall_pool), embedder, ana, "vector")
+    assert "revenue" not in after["Is our income increasing quickly?"], after

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from services.recall.core import (
+    EXCERPT_WORDS,
     Candidate,
     Ranked,
     TermStats,
@@ -150,3 +151,14 @@ def test_one_list_in_order_keeps_its_order_pinned_or_not_up_to_the_cap() -> None
     assert [r.item.item_id for r in ranked] == ["i5", "i4", "i3"]
     assert ranked[2].why == ["newest#3"] and ranked[0].score == 1 / 61
     assert in_order("newest", newest, 12) == in_order("newest", newest, 5)
+
+
+def test_an_excerpt_weighs_the_querys_first_words_only() -> None:
+    """A query may be 20,000 characters and every hit of a search is excerpted: only its
+    first EXCERPT_WORDS distinct words are matched (a review found a 5,000-word query
+    holding the service for most of a second a hit)."""
+    content = "alpha " * 150 + "omega " * 150 + "gamma " * 150
+    near_end = excerpt(content, "gamma", size=400)
+    assert near_end.truncated and "gamma" in near_end.text
+    padded = " ".join(f"w{i:03d}" for i in range(EXCERPT_WORDS)) + " gamma"
+    assert "gamma" not in excerpt(content, padded, size=400).text  # past the cap: the head

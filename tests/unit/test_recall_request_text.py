@@ -149,3 +149,14 @@ def test_request_text_refuses_exactly_the_texts_holding_a_nul(text: str) -> None
 @given(st.datetimes(timezones=st.just(UTC)), st.text(min_size=1).filter(lambda t: "\x00" not in t))
 def test_a_cursor_reads_back_as_the_position_it_names(stamp: datetime, item_id: str) -> None:
     assert read_cursor(page_cursor(stamp, item_id)) == (stamp, item_id)
+
+
+def test_a_cursor_at_a_time_no_utc_date_holds_is_none_of_ours() -> None:
+    crafted = base64.urlsafe_b64encode(b"0001-01-01T00:00:00+05:00|x").decode()
+    with pytest.raises(ValueError, match="out of range"):
+        read_cursor(crafted)
+
+
+async def test_past_the_largest_version_is_a_422_not_a_500() -> None:
+    r = await refused("GET", f"/v1/changes?after={2**63}", None)
+    assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("query", "after")]
