@@ -179,7 +179,7 @@ def replay(
     compare them, by checksum, with the live ones; with --swap, replace the live read
     models by the shadow's atomically (the projector keeps running)."""
     from engram.crypto import MasterKey, load_master_key
-    from services.projector.replay import recreate_database
+    from services.projector.replay import ShadowError, recreate_database
     from services.projector.replay import replay as run_replay
     from services.projector.settings import ProjectorSettings
     from services.projector.swap import SwapError
@@ -193,7 +193,11 @@ def replay(
     group_id = ProjectorSettings().group_id
 
     async def go() -> int:
-        shadow = await recreate_database(common.database_url, into)
+        try:
+            shadow = await recreate_database(common.database_url, into)
+        except ShadowError as exc:
+            console.print(f"[red]error: {exc}[/red]")
+            return 2
         report = await run_replay(
             common.database_url,
             shadow,

@@ -20,7 +20,7 @@ import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
-from pydantic import ValidationError
+from pydantic import StrictBool, ValidationError
 
 Scope = Literal["private", "shared", "agent", "session", "project"]
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
@@ -154,7 +154,7 @@ def build_server(
         scope: Scope = "private",
         title: str | None = None,
         key: str | None = None,
-        pinned: bool = False,
+        pinned: StrictBool = False,
         related_ids: list[str] | None = None,
         user_message: str | None = None,
         run_id: str | None = None,
@@ -204,7 +204,7 @@ def build_server(
     async def update(
         id: str,
         content: str | None = None,
-        pinned: bool | None = None,
+        pinned: StrictBool | None = None,
         reason: str | None = None,
         related_ids: list[str] | None = None,
     ) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def build_server(
         return dict(await api.command(f"/v1/memories/{id}/forget", {"scope": scope}))
 
     @server.tool(name="memory__clear_all")
-    async def clear_all(confirm: bool, scope: Scope = "private") -> dict[str, Any]:
+    async def clear_all(confirm: StrictBool, scope: Scope = "private") -> dict[str, Any]:
         """Delete all memory of one scope; only with confirm=true."""
         return dict(await api.command("/v1/memories/clear", {"confirm": confirm, "scope": scope}))
 

@@ -96,8 +96,9 @@ async def proposal_action(request: Request) -> JSONResponse:
 async def forget(request: Request) -> JSONResponse:
     """Forget a memory: its scope as ``?scope=`` or in an optional body, with a ``reason``."""
     body = await read_json(request, optional=True)
-    if "scope" in request.query_params:
-        body["scope"] = request.query_params["scope"]
+    for name in ("scope", "expected_version"):  # the query's win over the body's
+        if name in request.query_params:
+            body[name] = request.query_params[name]
     return await submit(
         request, "ForgetMemory", {**body, "item_id": request.path_params["item_id"]}
     )

@@ -26,7 +26,7 @@ _IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
 async def import_memory_md(request: Request) -> JSONResponse:
     """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
     ``{"content": <the file's text>, "scope": ...}``."""
-    body = await read_json(request)
+    body = _only(await read_json(request), "content", "scope", "expected_version")
     payload = {
         "content": _memory_md(body),
         "kind": "note",
@@ -34,7 +34,7 @@ async def import_memory_md(request: Request) -> JSONResponse:
         "title": "Imported MEMORY.md",
         "sources": ["MEMORY.md"],
         "scope": body.get("scope", "private"),
-    }
+    } | ({"expected_version": body["expected_version"]} if "expected_version" in body else {})
     return await submit(
         request,
         "RememberMemory",
@@ -64,13 +64,19 @@ def _memory_md(body: dict[str, Any]) -> str:
 async def lesson(request: Request) -> JSONResponse:
     """A thumbs-down's note kept as a lesson (seed 000): a pinned memory of kind lesson, its
     source the run that prompted it (``{"note", "run_id", "scope"}``)."""
-    body = await read_json(request)
+    body = _only(await read_json(request), "note", "run_id", "scope", "expected_version")
     note, run_id = body.get("note"), body.get("run_id")
     if not isinstance(note, str) or (run_id is not None and not isinstance(run_id, str)):
         raise ProblemError(
             422, "Invalid request", "note: the lesson's text; run_id: a string", "invalid"
         )
-    payload = {"content": note, "kind": "lesson", "pinned": True, "scope": body.get("scope")}
+    payload = {
+        "content": note,
+        "kind": "lesson",
+        "pinned": True,
+        "scope": body.get("scope"),
+        "expected_version": body.get("expected_version"),
+    }
     payload = {k: v for k, v in payload.items() if v is not None}
     return await submit(
         request, "RememberMemory", payload | ({"sources": [run_id]} if run_id else {}), created=True
@@ -87,7 +93,7 @@ async def ingest(request: Request) -> JSONResponse:
     ``related`` link to each of ``related_ids``). Every message is checked before any is
     sent, so a bad one saves nothing; each answer says what became of its message. An
     ``Idempotency-Key`` makes a retry get the first answers."""
-    body = await read_json(request)
+    body = _only(await read_json(request), "messages", "scope", "related_ids")
     messages = body.get("messages")
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
         raise ProblemError(
@@ -107,6 +113,18 @@ async def ingest(request: Request) -> JSONResponse:
         )
     )
     return JSONResponse({"results": [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]})
+
+
+def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:
+    """The body, when it holds none but these fields (as a command refuses others)."""
+    if unknown := sorted(set(body) - set(fields)):
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"unknown field(s) {', '.join(unknown)}: this route takes {', '.join(fields)}",
+            "invalid",
+        )
+    return body
 
 
 def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, Any]:

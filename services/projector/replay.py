@@ -9,6 +9,7 @@ live projector's group id, so a swap knows what the shadow holds."""
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,12 +71,39 @@ async def checksum(conn: asyncpg.Connection, org_pattern: str = "%") -> str:
     return digest.hexdigest()
 
 
+SHADOW_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+SHADOW_MARK = "engram replay shadow"  # the database's comment: only such a one is dropped
+
+
+class ShadowError(Exception):
+    """A shadow database name that cannot be (or may not be dropped to make) a shadow."""
+
+
 async def recreate_database(live_dsn: str, name: str) -> str:
-    """Drop and create ``name`` on the live server; return its DSN."""
+    """Make the shadow database ``name`` on the live server, anew; return its DSN. Only a
+    database an earlier replay made (its comment says so) is dropped first: any other of
+    that name, the live one above all, is refused."""
+    if not SHADOW_NAME.match(name):
+        raise ShadowError(
+            f"{name!r}: a shadow's name is 1 to 63 lowercase letters, digits and '_', "
+            "not starting with a digit"
+        )
     conn = await asyncpg.connect(live_dsn)
     try:
+        live = await conn.fetchval("SELECT current_database()")
+        mark = await conn.fetchrow(
+            "SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database "
+            "WHERE datname = $1",
+            name,
+        )
+        if name == live or (mark is not None and mark["mark"] != SHADOW_MARK):
+            raise ShadowError(
+                f"a database {name!r} exists and no replay made it: choose another name "
+                "(a replay drops only its own shadows)"
+            )
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{SHADOW_MARK}'")
     finally:
         await conn.close()
     base, _, _ = live_dsn.rpartition("/")

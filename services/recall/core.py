@@ -230,7 +230,8 @@ def excerpt(content: str, query: str, size: int = EXCERPT_CHARS) -> Excerpt:
     # At most EXCERPT_WORDS of the query's words (a query may be 20,000 characters, and
     # every hit of a search is excerpted): each passage word is matched by one C call.
     words = tuple(dict.fromkeys(w for w in WORD.findall(query.lower()) if len(w) > 2))
-    words = words[:EXCERPT_WORDS]
+    # As full text stems them: "databases" finds the passage about the "database".
+    words = tuple(dict.fromkeys(s for w in words[:EXCERPT_WORDS] for s in (w, _stem(w))))
 
     def hits(passage: str) -> int:
         return sum(1 for w in WORD.findall(passage.lower()) if w.startswith(words))
@@ -238,6 +239,14 @@ def excerpt(content: str, query: str, size: int = EXCERPT_CHARS) -> Excerpt:
     chunks = passages(content, size)
     best = max(chunks, key=hits) if words else chunks[0]
     return Excerpt(best, True, len(content))
+
+
+def _stem(word: str) -> str:
+    """A crude English stem, for prefix matching: an inflection off a word of 5 or more."""
+    for suffix in ("ing", "es", "ed", "s"):
+        if len(word) > 4 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
 
 
 def bound(sizes: list[int], budget: int) -> int:

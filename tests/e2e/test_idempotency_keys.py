@@ -119,3 +119,24 @@ async def test_archiving_and_proposing_what_changes_nothing_are_refused(
                                     json={"scope": "shared", "reason": "obsolete"})
         assert forgot.status_code == 200, forgot.text
         assert forgot.json()["receipt"]["erased"][0]["item_id"] == item
+
+
+async def test_every_route_holds_to_expected_version_and_its_fields(
+        services: dict[str, str]) -> None:
+    """QA: a forget's ?expected_version and the lesson and import routes' body went
+    unchecked (a stale version saved anyway; an unknown field was ignored)."""
+    ana = caller()
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        first = await api.remember(ana, "Lunch is at noon.")
+        await api.remember(ana, "Coffee is at three.")
+        stale = await http.delete(f"{api.command}/v1/memories/{first['item_id']}",
+                                  params={"expected_version": 1}, headers=ana.headers)
+        assert (stale.status_code, stale.json()["current_version"]) == (409, 2)
+        lesson = await api.post(ana, "/v1/lessons", note="Answer shorter.", expected_version=1)
+        assert lesson.status_code == 409, lesson.text
+        for path, body in (("/v1/lessons", {"note": "x", "bogus": 1}),
+                           ("/v1/memories/import-memory-md", {"content": "# x", "bogus": 1}),
+                           ("/v1/memories/ingest", {"messages": [{"content": "x"}], "bogus": 1})):
+            r = await api.post(ana, path, **body)
+            assert (r.status_code, "bogus" in r.json()["detail"]) == (422, True), r.text

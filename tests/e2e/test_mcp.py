@@ -69,6 +69,10 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         await eventually(linked, what="the link")
         refused = await mcp.call_tool("memory__clear_all", {"confirm": False})
         assert refused.is_error and "invalid" in str(refused.content)
+        for loose in ("yes", "1", 1):  # only JSON's true confirms (QA: "yes" had cleared)
+            loosely = await mcp.call_tool("memory__clear_all", {"confirm": loose})
+            assert loosely.is_error and "confirm" in str(loosely.content), loosely
+        assert (await call(mcp, "memory__get", id=item))["item_id"] == item  # none cleared
         gone = await call(mcp, "memory__delete", id=other["item_id"])
         assert gone["receipt"]["erased"][0]["item_id"] == other["item_id"]
         ingested = await call(mcp, "memory__ingest", messages=["Deploys freeze on Dec 20."],

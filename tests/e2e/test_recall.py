@@ -182,3 +182,27 @@ async def test_an_org_chooses_its_default_policy(services: dict[str, str]) -> No
         packet = await client.settled("unrelated question", 2)
         assert packet["policy"] == "newest_first"
         assert packet["items"][0]["why"] == ["newest#1"]
+
+
+async def test_a_sessions_and_an_agents_memory_move_the_own_generation(
+        services: dict[str, str]) -> None:
+    """'own' is every scope of the token's own, not only its member's (QA: a session's
+    and an agent's saves, expiries and disables left the generation where it was)."""
+    who = caller(agent="helper", session="s-1")
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def generation() -> str:
+            r = await http.get(f"{services['recall']}/v1/generation", headers=who.headers)
+            return str(r.json()["generation"])
+
+        async def moved_from(before: str) -> str | None:
+            now = await generation()
+            return now if now != before else None
+
+        start = await generation()
+        for scope in ("session", "agent"):
+            saved = await http.post(f"{services['command']}/v1/memories", headers=who.headers,
+                                    json={"content": f"A {scope} fact.", "scope": scope,
+                                          "user_message": f"Remember this: A {scope} fact."})
+            assert saved.status_code == 201, saved.text
+            start = await eventually(lambda s=start: moved_from(s), what=f"{scope} counted")
+        assert start.split(":")[1] == "2"

@@ -162,3 +162,9 @@ def test_an_excerpt_weighs_the_querys_first_words_only() -> None:
     assert near_end.truncated and "gamma" in near_end.text
     padded = " ".join(f"w{i:03d}" for i in range(EXCERPT_WORDS)) + " gamma"
     assert "gamma" not in excerpt(content, padded, size=400).text  # past the cap: the head
+
+
+def test_an_inflected_query_word_finds_its_passage() -> None:
+    """Full text stems "databases" to match "database": the excerpt does the same (QA)."""
+    content = "alpha " * 150 + "the payments database is read-only at night " + "omega " * 150
+    assert "payments database" in excerpt(content, "databases", size=400).text

@@ -156,7 +156,8 @@ class RecallStore:
         as many as the packet holds (``items``, else the org's limit, else ``default``),
         none under the newest_first policy (``policy``, else the org's)."""
         async with as_principal(self._pool, p) as conn:
-            own, scopes = f"member:{p.member}", p.visible_scopes()
+            scopes = p.visible_scopes()
+            own = [s for s in scopes if s != "shared"]
             row = await conn.fetchrow(Q["opening"], p.org, own, scopes, items, policy, default)
         assert row is not None
         generation = {"shared": row["shared"], "own": row["own"], "expired": row["expired"]}

@@ -18,7 +18,9 @@ ORDER BY b.ordinality
 SELECT lexeme, docs, length, in_query FROM recall.term_stats($1, $2)
 
 -- name: opening
--- What every packet needs first, in one round trip: the generation (shared:own:expired),
+-- What every packet needs first, in one round trip: the generation (shared:own:expired; own
+-- and expired over $2, the token's own scopes: its member's, and its agent's, session's
+-- and project's when it names them),
 -- the org's policy, and the pinned items, newest first ($3: the visible scopes), as many
 -- as the packet holds: the request's $4 items, else the org's, else $6; none when the
 -- policy (the request's $5, else the org's) is newest_first, which shows no pinned first.
@@ -35,10 +37,10 @@ SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars,
 FROM (
     SELECT coalesce((SELECT generation FROM memory.generations
                       WHERE org = $1 AND scope = 'shared'), 0) AS shared,
-           coalesce((SELECT generation FROM memory.generations
-                      WHERE org = $1 AND scope = $2), 0) AS own,
+           coalesce((SELECT sum(generation) FROM memory.generations
+                      WHERE org = $1 AND scope = ANY($2)), 0)::bigint AS own,
            (SELECT count(*) FROM memory.items
-             WHERE org = $1 AND scope = $2 AND status = 'active' AND expires_at <= now())
+             WHERE org = $1 AND scope = ANY($2) AND status = 'active' AND expires_at <= now())
                AS expired
 ) AS g
 LEFT JOIN recall.org_policies o ON o.org = $1
