@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     field_validator,
     model_validator,
 )
@@ -73,7 +74,7 @@ class Command(BaseModel):
     # The scope's version (its stream's last seq) the caller last saw: when it moved on
     # since, the command is refused with 409 naming the current one (seed 002's
     # ``expected``). None: no check.
-    expected_version: int | None = Field(default=None, ge=0)
+    expected_version: StrictInt | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _no_nul(self) -> Command:

@@ -96,9 +96,14 @@ async def proposal_action(request: Request) -> JSONResponse:
 async def forget(request: Request) -> JSONResponse:
     """Forget a memory: its scope as ``?scope=`` or in an optional body, with a ``reason``."""
     body = await read_json(request, optional=True)
-    for name in ("scope", "expected_version"):  # the query's win over the body's
-        if name in request.query_params:
-            body[name] = request.query_params[name]
+    if "scope" in request.query_params:  # the query's win over the body's
+        body["scope"] = request.query_params["scope"]
+    if (version := request.query_params.get("expected_version")) is not None:
+        if not version.isdigit():
+            raise ProblemError(
+                422, "Invalid request", "expected_version: a whole number, 0 or more", "invalid"
+            )
+        body["expected_version"] = int(version)
     return await submit(
         request, "ForgetMemory", {**body, "item_id": request.path_params["item_id"]}
     )

@@ -135,6 +135,11 @@ async def test_every_route_holds_to_expected_version_and_its_fields(
         assert (stale.status_code, stale.json()["current_version"]) == (409, 2)
         lesson = await api.post(ana, "/v1/lessons", note="Answer shorter.", expected_version=1)
         assert lesson.status_code == 409, lesson.text
+        loose = await api.post(ana, "/v1/memories", content="x", expected_version="2")
+        assert loose.status_code == 422, "a version is a JSON number"
+        bad = await http.delete(f"{api.command}/v1/memories/{first['item_id']}",
+                                params={"expected_version": "two"}, headers=ana.headers)
+        assert bad.status_code == 422, bad.text
         for path, body in (("/v1/lessons", {"note": "x", "bogus": 1}),
                            ("/v1/memories/import-memory-md", {"content": "# x", "bogus": 1}),
                            ("/v1/memories/ingest", {"messages": [{"content": "x"}], "bogus": 1})):
