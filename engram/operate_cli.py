@@ -45,7 +45,29 @@ def mcp(
     and stdout, acting with the token: what an agent runtime launches as its memory."""
     from engram.mcp_tools import build_server
 
+    if (problem := token_problem(token)) is not None:  # fail now, not at every call
+        err.print(f"error: --token / ENGRAM_TOKEN: {problem}")
+        raise typer.Exit(2)
     build_server(token, command_url, recall_url).run("stdio")
+
+
+def token_problem(token: str) -> str | None:
+    """Why a token can be no bearer token of Engram's, read without its key (the services
+    verify its signature): not a JWT, no org or member, or expired. None when it may be."""
+    import time
+
+    import jwt
+
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError as exc:
+        return f"not a bearer token ({exc})"
+    if not claims.get("org") or not claims.get("sub"):
+        return "the token names no org or member"
+    exp = claims.get("exp")
+    if isinstance(exp, int | float) and exp <= time.time():
+        return "the token has expired: mint a new one (engram token)"
+    return None
 
 
 def prune_commands(

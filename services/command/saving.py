@@ -66,10 +66,10 @@ async def lesson(request: Request) -> JSONResponse:
     source the run that prompted it (``{"note", "run_id", "scope"}``)."""
     body = _only(await read_json(request), "note", "run_id", "scope", "expected_version")
     note, run_id = body.get("note"), body.get("run_id")
-    if not isinstance(note, str) or (run_id is not None and not isinstance(run_id, str)):
-        raise ProblemError(
-            422, "Invalid request", "note: the lesson's text; run_id: a string", "invalid"
-        )
+    if not isinstance(note, str) or not note.strip():
+        raise ProblemError(422, "Invalid request", "note: the lesson's text, not empty", "invalid")
+    if run_id is not None and not isinstance(run_id, str):
+        raise ProblemError(422, "Invalid request", "run_id: a string", "invalid")
     payload = {
         "content": note,
         "kind": "lesson",

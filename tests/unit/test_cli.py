@@ -100,3 +100,18 @@ def test_dlq_list_refuses_a_negative_last() -> None:
     result = CliRunner().invoke(app, ["dlq", "list", "--last", "-1"])
     assert result.exit_code == 2
     assert "Invalid value for '--last'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("garbage", "not a bearer token"),
+        (jwt.encode({"sub": "ana"}, "a-secret-of-at-least-32-bytes-for-hs256!"), "no org"),
+        (jwt.encode({"org": "acme", "sub": "ana", "exp": 1}, "a-secret-of-at-least-32-bytes-for-hs256!"),
+         "expired"),
+    ],
+)
+def test_engram_mcp_refuses_a_token_that_can_be_none_at_start(token: str, said: str) -> None:
+    result = CliRunner().invoke(app, ["mcp", "--token", token])
+    assert result.exit_code == 2
+    assert said in result.output
