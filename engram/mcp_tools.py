@@ -6,7 +6,8 @@ one bearer token, so every rule (scopes, confirmation, proposals, forgetting) is
 runtimes launch an MCP server; ``build_server`` makes the same server for tests and other
 transports. A service's problem+json answer becomes the tool's error: its code, its detail
 and each field it refused (``content: String should have at most 4000 characters``); and
-arguments that do not fit a tool's schema are named in one line, not pydantic's report.
+arguments that do not fit a tool's schema, or that it does not take, are named in one line
+(``engram/mcp_errors.py``).
 
 A line on stdin that is not JSON gets no answer: the SDK's stdio transport hands it to its
 dispatcher as an exception, which drops it (mcp 2.3; upstream python-sdk #2751, PR #2766
@@ -17,10 +18,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import httpx
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult
-from pydantic import StrictBool, ValidationError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import StrictBool
+
+from engram.mcp_errors import EngramProblem, EngramServer
 
 Scope = Literal["private", "shared", "agent", "session", "project"]
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
@@ -69,69 +71,6 @@ class Engram:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-class EngramProblem(ToolError):
-    """A service refused the call: its problem's code, detail and field errors."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        try:
-            problem = response.json()
-        except ValueError:
-            problem = None
-        if not isinstance(problem, dict):
-            problem = {"code": str(response.status_code), "detail": response.text[:300]}
-        self.code = str(problem.get("code", response.status_code))
-        self.problem = problem
-        super().__init__(problem_text(self.code, problem))
-
-
-def problem_text(code: str, problem: dict[str, Any]) -> str:
-    """``invalid: the command is invalid (content: String should have at least 1
-    character)``: what the HTTP caller reads in the problem+json, on one line."""
-    text = f"{code}: {problem.get('detail', '')}"
-    errors = problem.get("errors")
-    if not isinstance(errors, list) or not errors:
-        return text
-    fields = "; ".join(_field_error(e) for e in errors if isinstance(e, dict))
-    return f"{text} ({fields})" if fields else text
-
-
-def _field_error(error: dict[str, Any]) -> str:
-    loc = [str(part) for part in error.get("loc") or []]
-    if len(loc) > 1 and loc[0] in ("body", "query", "path"):
-        loc = loc[1:]  # FastAPI's request part: the tool's caller knows fields only
-    return f"{'.'.join(loc) or 'request'}: {error.get('msg', 'invalid')}"
-
-
-class EngramServer(MCPServer):
-    """The SDK's server, with arguments that fail a tool's schema named in one line."""
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult | InputRequiredResult:
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            # A tool's own pydantic error is a crash (UnexpectedToolError), not bad arguments.
-            if isinstance(exc, UnexpectedToolError) or not isinstance(
-                exc.__cause__, ValidationError
-            ):
-                raise
-            # Chained to the pydantic error still: the SDK logs the refused fields' names.
-            raise ToolError(arguments_refused(name, exc.__cause__)) from exc.__cause__
-
-
-def arguments_refused(tool: str, error: ValidationError) -> str:
-    """``Error executing tool memory__remember: missing required argument content``."""
-    refused = []
-    for e in error.errors():
-        name = ".".join(str(part) for part in e["loc"]) or "arguments"
-        if e["type"] == "missing":
-            refused.append(f"missing required argument {name}")
-        else:
-            refused.append(f"argument {name}: {e['msg']}")
-    return f"Error executing tool {tool}: {'; '.join(refused)}"
 
 
 def build_server(

@@ -138,6 +138,8 @@ async def test_a_refusal_names_the_field_and_its_limit(services: dict[str, str])
             "Error executing tool memory__remember: missing required argument content")
         wrong = await mcp.call_tool("memory__search", {"query": "q", "limit": "many"})
         assert wrong.is_error and "\n" not in text(wrong) and "argument limit: " in text(wrong)
+        extra = await mcp.call_tool("memory__search", {"query": "q", "bogus": 1})
+        assert extra.is_error and "unknown argument(s) bogus" in text(extra)  # QA: ignored
 
 
 async def test_a_line_that_is_not_json_does_not_stop_engram_mcp(

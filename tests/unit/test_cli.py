@@ -102,13 +102,15 @@ def test_dlq_list_refuses_a_negative_last() -> None:
     assert "Invalid value for '--last'" in result.output
 
 
+MCP_SECRET = "a-secret-of-at-least-32-bytes-for-hs256!"
+
+
 @pytest.mark.parametrize(
     ("token", "said"),
     [
         ("garbage", "not a bearer token"),
-        (jwt.encode({"sub": "ana"}, "a-secret-of-at-least-32-bytes-for-hs256!"), "no org"),
-        (jwt.encode({"org": "acme", "sub": "ana", "exp": 1}, "a-secret-of-at-least-32-bytes-for-hs256!"),
-         "expired"),
+        (jwt.encode({"sub": "ana"}, MCP_SECRET), "no org"),
+        (jwt.encode({"org": "acme", "sub": "ana", "exp": 1}, MCP_SECRET), "expired"),
     ],
 )
 def test_engram_mcp_refuses_a_token_that_can_be_none_at_start(token: str, said: str) -> None:

@@ -7,7 +7,8 @@ import httpx
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from engram.mcp_tools import EngramProblem, build_server
+from engram.mcp_errors import EngramProblem
+from engram.mcp_tools import build_server
 
 
 def test_a_problem_names_its_code_detail_and_every_refused_field() -> None:

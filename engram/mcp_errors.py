@@ -1,0 +1,88 @@
+"""How Engram's MCP tools say no: a service's problem+json as the tool's error (its code,
+its detail and each field it refused), and arguments that do not fit a tool's schema, or
+that it does not take, named in one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+
+
+class EngramProblem(ToolError):
+    """A service refused the call: its problem's code, detail and field errors."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = None
+        if not isinstance(problem, dict):
+            problem = {"code": str(response.status_code), "detail": response.text[:300]}
+        self.code = str(problem.get("code", response.status_code))
+        self.problem = problem
+        super().__init__(problem_text(self.code, problem))
+
+
+def problem_text(code: str, problem: dict[str, Any]) -> str:
+    """``invalid: the command is invalid (content: String should have at least 1
+    character)``: what the HTTP caller reads in the problem+json, on one line."""
+    text = f"{code}: {problem.get('detail', '')}"
+    errors = problem.get("errors")
+    if not isinstance(errors, list) or not errors:
+        return text
+    fields = "; ".join(_field_error(e) for e in errors if isinstance(e, dict))
+    return f"{text} ({fields})" if fields else text
+
+
+def _field_error(error: dict[str, Any]) -> str:
+    loc = [str(part) for part in error.get("loc") or []]
+    if len(loc) > 1 and loc[0] in ("body", "query", "path"):
+        loc = loc[1:]  # FastAPI's request part: the tool's caller knows fields only
+    return f"{'.'.join(loc) or 'request'}: {error.get('msg', 'invalid')}"
+
+
+class EngramServer(MCPServer):
+    """The SDK's server, with arguments that fail a tool's schema named in one line, and
+    arguments a tool does not take refused (the SDK would drop them silently)."""
+
+    _takes: dict[str, set[str]] | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self._takes is None:
+            self._takes = {
+                t.name: set(t.input_schema.get("properties", {})) for t in await self.list_tools()
+            }
+        if name in self._takes and (unknown := sorted(set(arguments) - self._takes[name])):
+            raise ToolError(
+                f"Error executing tool {name}: unknown argument(s) {', '.join(unknown)}; it "
+                f"takes {', '.join(sorted(self._takes[name])) or 'none'}"
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # A tool's own pydantic error is a crash (UnexpectedToolError), not bad arguments.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(
+                exc.__cause__, ValidationError
+            ):
+                raise
+            # Chained to the pydantic error still: the SDK logs the refused fields' names.
+            raise ToolError(arguments_refused(name, exc.__cause__)) from exc.__cause__
+
+
+def arguments_refused(tool: str, error: ValidationError) -> str:
+    """``Error executing tool memory__remember: missing required argument content``."""
+    refused = []
+    for e in error.errors():
+        name = ".".join(str(part) for part in e["loc"]) or "arguments"
+        if e["type"] == "missing":
+            refused.append(f"missing required argument {name}")
+        else:
+            refused.append(f"argument {name}: {e['msg']}")
+    return f"Error executing tool {tool}: {'; '.join(refused)}"
