@@ -7,7 +7,7 @@ only choose among the scopes its bearer token already grants.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from contracts.text import refuse_nul
+from contracts.times import in_utc
 
 MAX_CONTENT = 4000
 MAX_TITLE = 200
@@ -118,12 +119,7 @@ class RememberMemory(Command):
     def _in_utc(cls, value: datetime | None) -> datetime | None:
         """In UTC (a time without a zone is taken as UTC): one whose UTC time no date can
         hold (year 9999 at -14:00) is refused here, not met by every reader of the log."""
-        if value is None:
-            return None
-        try:
-            return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        except OverflowError as exc:
-            raise ValueError("expires_at is out of range in UTC") from exc
+        return None if value is None else in_utc(value)
 
     @field_validator("tags")
     @classmethod

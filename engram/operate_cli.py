@@ -58,12 +58,15 @@ def token_problem(token: str) -> str | None:
 
     import jwt
 
+    from engram.auth import name_problem
+
     try:
         claims = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError as exc:
         return f"not a bearer token ({exc})"
-    if not claims.get("org") or not claims.get("sub"):
-        return "the token names no org or member"
+    for claim in ("org", "sub"):  # the names the services check the same way
+        if (problem := name_problem(claim, claims.get(claim))) is not None:
+            return problem
     exp = claims.get("exp")
     if isinstance(exp, int | float) and exp <= time.time():
         return "the token has expired: mint a new one (engram token)"

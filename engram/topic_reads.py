@@ -1,6 +1,7 @@
 """Reading a partition between two offsets, read committed: how many records lie there
 (a transaction's commit marker, and an aborted record, take an offset but are none), and
-the newest of them. ``engram lag`` and the dead-letter commands count with it."""
+the newest of them. ``engram lag`` and the dead-letter commands count with it, and the
+command service asks it whether the projector has anything left to apply."""
 
 from __future__ import annotations
 
@@ -29,22 +30,32 @@ async def records_between(
 
 
 async def scan(
-    kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, keep: int = 0
+    kafka: AIOKafkaConsumer,
+    tp: TopicPartition,
+    start: int,
+    end: int,
+    keep: int = 0,
+    *,
+    at_most: int | None = None,
+    seconds: float = READ_SECONDS,
 ) -> tuple[int, bool, list[ConsumerRecord[bytes, bytes]]]:
     """Read the records (committed ones, as the consumer was made) at ``start`` to
-    ``end - 1``: how many there are, whether all were read within READ_SECONDS, and the
-    last ``keep`` of them."""
+    ``end - 1``: how many there are (``at_most``: stop once that many were read), whether
+    all were read within ``seconds``, and the last ``keep`` of them."""
     if end <= start:
         return 0, True, []
     kafka.assign([tp])
     kafka.seek(tp, start)
     count, kept = 0, deque[ConsumerRecord[bytes, bytes]](maxlen=keep)
-    deadline = time.monotonic() + READ_SECONDS
+    deadline = time.monotonic() + seconds
     # A fetch steps over markers and aborted records, so the position reaches the end.
-    while await kafka.position(tp) < end:
-        if time.monotonic() > deadline:
+    while await kafka.position(tp) < end and (at_most is None or count < at_most):
+        left = deadline - time.monotonic()
+        if left <= 0:
             return count, False, list(kept)
-        batch = await kafka.getmany(tp, timeout_ms=1000, max_records=1000)
+        batch = await kafka.getmany(
+            tp, timeout_ms=int(min(1.0, left) * 1000), max_records=at_most or 1000
+        )
         records = [r for r in batch.get(tp, []) if r.offset < end]
         count += len(records)
         kept.extend(records)

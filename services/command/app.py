@@ -31,6 +31,7 @@ from services.command.adapters.targets import LinkTargets
 from services.command.adapters.writer import PartitionWriter
 from services.command.handlers import routes
 from services.command.settings import CommandSettings
+from services.projector.settings import ProjectorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
 log = get_logger(__name__)
@@ -55,7 +56,10 @@ def create_app(
         restorer = Restorer(pool, common.kafka_bootstrap_servers)
         # Shared by the partitions' writers (one cache of org limits, one projection watch).
         projection = ProjectionWatch(
-            pool, common.kafka_bootstrap_servers, timeout=settings.projection_wait_seconds
+            pool,
+            common.kafka_bootstrap_servers,
+            group=ProjectorSettings().group_id,  # its offsets rows are by its group id
+            timeout=settings.projection_wait_seconds,
         )
         await projection.start()
         lookups = BatchLookups(

@@ -150,7 +150,7 @@ class EventProjector:
             if env.seq != expected:
                 await self._anomaly(conn, "gap", record, env, expected)
             heads[env.stream_id] = max(env.seq, heads.get(env.stream_id, 0))
-        return [d for d in fresh if d not in foreign], heads, status
+        return ([d for d in fresh if d not in foreign] if foreign else fresh), heads, status
 
     async def _anomaly(
         self,

@@ -8,12 +8,13 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import TypeAdapter
 
 from contracts.recall import RequestText
+from contracts.times import in_utc
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 RRF_K = 60
@@ -269,9 +270,5 @@ def read_cursor(cursor: str) -> tuple[datetime, str]:
     """The position a ``page_cursor`` names; ValueError when it names none. Its id goes to
     PostgreSQL as text, so one holding a NUL is no cursor of ours either."""
     stamp, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-    when = datetime.fromisoformat(stamp)
-    try:  # ours are in UTC; one no UTC date holds (year 1 at +05:00) is none of ours
-        when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
-    except OverflowError as exc:
-        raise ValueError("the cursor's time is out of range") from exc
-    return when, _TEXT.validate_python(item_id)
+    # Ours are in UTC; one no UTC date holds is none of ours (ValueError).
+    return in_utc(datetime.fromisoformat(stamp)), _TEXT.validate_python(item_id)

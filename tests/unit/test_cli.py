@@ -109,7 +109,7 @@ MCP_SECRET = "a-secret-of-at-least-32-bytes-for-hs256!"
     ("token", "said"),
     [
         ("garbage", "not a bearer token"),
-        (jwt.encode({"sub": "ana"}, MCP_SECRET), "no org"),
+        (jwt.encode({"sub": "ana"}, MCP_SECRET), "the org claim must be"),
         (jwt.encode({"org": "acme", "sub": "ana", "exp": 1}, MCP_SECRET), "expired"),
     ],
 )

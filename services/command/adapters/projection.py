@@ -24,10 +24,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from contracts import topics
 from engram.kafka import consumer
 from engram.logging import get_logger
+from engram.topic_reads import scan
 
 log = get_logger(__name__)
-
-PROJECTOR_GROUP = "engram-projector"  # the projector's offsets rows are by its group id
 
 
 class ProjectionWatch:
@@ -37,7 +36,7 @@ class ProjectionWatch:
         bootstrap: str,
         *,
         topic: str = topics.EVENTS,
-        group: str = PROJECTOR_GROUP,
+        group: str,
         timeout: float = 3.0,
         poll: float = 0.01,
     ) -> None:
@@ -95,16 +94,6 @@ class ProjectionWatch:
         start = applied.get(tp.partition)
         if start is None:  # it has applied nothing there yet: from the log's start
             start = (await self._kafka.beginning_offsets([tp]))[tp]
-        if start >= ends[tp]:
-            return True
-        self._kafka.assign([tp])
-        self._kafka.seek(tp, start)
-        # A fetch steps over markers and aborted records, so the position reaches the end
-        # when nothing else lies between; a few fetches at most, each answered at once.
-        for _ in range(3):
-            fetched = await self._kafka.getmany(tp, timeout_ms=50, max_records=1)
-            if any(r.offset < ends[tp] for r in fetched.get(tp, [])):
-                return False
-            if await self._kafka.position(tp) >= ends[tp]:
-                return True
-        return False
+        # A committed record in the gap is one the projector has still to apply.
+        count, read, _ = await scan(self._kafka, tp, start, ends[tp], at_most=1, seconds=0.2)
+        return read and count == 0

@@ -77,7 +77,7 @@ class PartitionWriter:
         self._keys = keystore
         self._verifier = verifier
         self._restorer = restorer
-        self._partitions = partitions
+        self._where = (partition, partitions)  # what a command's key must hash to
         self._reply_partitions = reply_partitions
         self._producer = transactional_producer(bootstrap, f"engram-command-{partition}")
         # A cache of stream states, least recently used first. A stream not in it is
@@ -211,15 +211,14 @@ class PartitionWriter:
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
-            where = (self.partition, self._partitions)
-            reply = repeat_reply(self._verifier, d, state, keys, where, self._keys.master, first)
+            reply = repeat_reply(
+                self._verifier, d, state, keys, self._where, self._keys.master, first
+            )
             await self._reply(d, reply)
             return
         own = new_item_id(env.stream_id, env.command_id)  # no item's yet: not a repeat
         try:
-            principal, cmd = authorise(
-                self._verifier, env, keys, d.appended_at, (self.partition, self._partitions)
-            )
+            principal, cmd = authorise(self._verifier, env, keys, d.appended_at, self._where)
             copies = looked_up.live_copies(command_key(env), self.states)
             ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master, copies)
             events = decide(state, cmd, ctx)
