@@ -10,8 +10,9 @@ in its ``projector.offsets``, how far into each partition it read. The swap:
    stream heads first, as the first statement of each projector batch reads them, so a
    batch either finished before or waits whole; a deadlock with a reader retries), brings the
    shadow up to the offsets again (what the projector committed meanwhile), then empties
-   each live table and copies the shadow's rows in (binary ``COPY``, the tables' own
-   triggers off: the term index comes copied, not rebuilt);
+   each live table and copies the shadow's rows in (binary ``COPY`` streamed through
+   memory, never a file; the tables' own triggers off: the term index comes copied, not
+   rebuilt);
 3. compares the live checksum with the shadow's inside that transaction, and commits
    only when they match: a reader sees the old read models or the new ones, never a mix.
 
@@ -22,10 +23,11 @@ log stay as they are: they record the live consumers, not the projection.
 
 from __future__ import annotations
 
-import tempfile
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import asyncpg
 
@@ -39,6 +41,7 @@ from services.projector.replay import GROUP_ID, Progress, apply_range, checksum
 SCHEMAS = ("memory", "projector")
 LOCK_ATTEMPTS = 5
 KEPT = frozenset({"projector.offsets", "projector.anomalies"})  # the live ones stay
+COPY_CHUNKS_HELD = 64  # chunks of a table in flight from the shadow to the live database
 
 
 class SwapError(Exception):
@@ -149,24 +152,55 @@ async def _copy(
     """Replace each live table's rows by the shadow's, inside the caller's transaction."""
     rows: dict[str, int] = {}
     await conn.execute(f"TRUNCATE {', '.join(tables)}")
-    with tempfile.TemporaryDirectory(prefix="engram-swap-") as scratch:
-        for table in tables:
-            schema, name = table.split(".")
-            columns = await _columns(conn, schema, name)
-            dump = Path(scratch) / f"{table}.copy"
-            async with shadow.acquire() as s:
-                await s.copy_from_table(
-                    name, schema_name=schema, columns=columns, output=dump, format="binary"
-                )
-            await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-            status = await conn.copy_to_table(
-                name, schema_name=schema, columns=columns, source=dump, format="binary"
-            )
-            await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
-            rows[table] = int(status.split()[-1])
-            dump.unlink()
-            say(f"{table}: {rows[table]} rows")
+    for table in tables:
+        schema, name = table.split(".")
+        columns = await _columns(conn, schema, name)
+        await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        async with shadow.acquire() as source:
+            status = await _stream(source, conn, schema, name, columns)
+        await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+        rows[table] = int(status.split()[-1])
+        say(f"{table}: {rows[table]} rows")
     return rows
+
+
+async def _stream(
+    source: asyncpg.Connection,
+    target: asyncpg.Connection,
+    schema: str,
+    name: str,
+    columns: list[str],
+) -> str:
+    """One table's rows from the shadow into the live database, as binary ``COPY`` in
+    chunks through memory: the read models hold memories' text, and a file of them left
+    behind by a killed swap is text no forget reaches. A failure on either side fails the
+    copy (and so the caller's transaction)."""
+    chunks: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=COPY_CHUNKS_HELD)
+
+    async def dump() -> None:
+        try:
+            await source.copy_from_table(
+                name, schema_name=schema, columns=columns, output=chunks.put, format="binary"
+            )
+        finally:
+            await chunks.put(None)
+
+    async def received() -> AsyncIterator[bytes]:
+        while (chunk := await chunks.get()) is not None:
+            yield chunk
+
+    dumping = asyncio.create_task(dump())
+    try:
+        status = await target.copy_to_table(
+            name, schema_name=schema, columns=columns, source=received(), format="binary"
+        )
+    except BaseException:
+        dumping.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await dumping
+        raise
+    await dumping  # a dump that failed after its last chunk still fails the copy
+    return str(status)
 
 
 async def _projection_tables(pool: asyncpg.Pool) -> list[str]:

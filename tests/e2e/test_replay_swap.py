@@ -5,6 +5,8 @@ keep arriving; nothing written meanwhile is lost."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -24,8 +26,10 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_damaged_read_model_is_rebuilt_and_swapped_in_while_writes_go_on(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+        services: dict[str, str], stack_settings: dict[str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ana, common = caller(), CommonSettings()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a dump would go
     async with httpx.AsyncClient(timeout=10) as http:
         async def remember(text: str) -> str:
             r = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
@@ -68,6 +72,9 @@ async def test_a_damaged_read_model_is_rebuilt_and_swapped_in_while_writes_go_on
         assert result.exit_code == 0, result.output
         said = " ".join(result.output.split())  # as the console wrapped it
         assert "swapped" in said and "live checksum now" in said, said
+        # The rows went from database to database through memory: no file of memories'
+        # text was left behind for a killed swap to strand.
+        assert list(tmp_path.iterdir()) == []
 
         assert await content(kept) == "The office closes at 6 pm on Fridays."
         assert await content(other) == "Parking passes are renewed in March."
