@@ -9,8 +9,9 @@ import jwt
 import pytest
 from typer.testing import CliRunner
 
-from engram.cli import _reindex_summary, app
+from engram.cli import app
 from engram.devstack import PartStatus, stack
+from engram.rebuild_cli import _reindex_summary
 from services.indexer.reindex import ReindexProgress
 
 
