@@ -115,3 +115,35 @@ async def test_a_preview_records_nothing_and_a_memory_lists_the_runs_it_was_give
         other = caller(org=ana.org, member="bob")
         hidden = await http.get(f"{recall}/v1/memories/{item}/contexts", headers=other.headers)
         assert hidden.status_code == 404
+
+
+async def test_a_memory_read_by_id_or_listed_says_when_it_expires_and_whether_it_has(
+        services: dict[str, str]) -> None:
+    """Recall leaves an expired memory out; reading it by id or in a list says so."""
+    ana = caller()
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def save(text: str, expires_at: str | None) -> str:
+            r = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                                json={"content": text, "expires_at": expires_at})
+            assert r.status_code == 201, r.text
+            return str(r.json()["item_id"])
+
+        past = await save("The spring offsite is in Lisbon.", "2020-05-01T09:00:00Z")
+        future = await save("The badge office is on floor 2.", "2999-01-01T00:00:00+00:00")
+        lasting = await save("Invoices go to finance@example.com.", None)
+
+        async def listed() -> dict[str, Any] | None:
+            r = await http.get(f"{recall}/v1/memories", headers=ana.headers)
+            found = {m["item_id"]: m for m in r.json()["memories"]}
+            return found if len(found) == 3 else None
+
+        found = await eventually(listed, what="the three memories")
+        assert [(found[i]["status"], found[i]["expired"]) for i in (past, future, lasting)] == [
+            ("active", True), ("active", False), ("active", False)]
+        assert found[lasting]["expires_at"] is None
+        by_id = (await http.get(f"{recall}/v1/memories/{past}", headers=ana.headers)).json()
+        assert (by_id["expired"], by_id["expires_at"][:19]) == (True, "2020-05-01T09:00:00")
+        future_by_id = await http.get(f"{recall}/v1/memories/{future}", headers=ana.headers)
+        assert future_by_id.json()["expired"] is False
+        assert future_by_id.json()["expires_at"].startswith("2999-01-01T00:00:00")

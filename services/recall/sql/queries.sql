@@ -60,14 +60,15 @@ SELECT item_id, revision, status, title FROM memory.items WHERE item_id = ANY($1
 
 -- name: get_item
 SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags, sources,
-       superseded_by, created_at, updated_at
+       superseded_by, created_at, updated_at, expires_at,
+       coalesce(expires_at <= now(), false) AS expired
 FROM memory.items
 WHERE item_id = $1 AND org = $2 AND scope = ANY($3)
   AND status IN ('active', 'disabled', 'archived', 'candidate')
 
 -- name: list_items
 SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags,
-       updated_at
+       updated_at, expires_at, coalesce(expires_at <= now(), false) AS expired
 FROM memory.items
 WHERE org = $1 AND scope = ANY($2) AND status = ANY($3)
   AND ($4::timestamptz IS NULL OR (updated_at, item_id) < ($4, $5))
