@@ -27,6 +27,8 @@ def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Eve
 def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
     if ctx.fork_of is None:
         raise InvalidCommand("this token's session forks no session (its fork_of claim)")
+    if ctx.scope == f"session:{ctx.fork_of}":
+        raise InvalidCommand("this token's session forks itself (its fork_of claim names it)")
     if state.seq:
         raise Forbidden(
             f"{state.stream_id} has a history already: a fork copies into a new session"

@@ -68,6 +68,10 @@ def test_a_fork_copies_everything_into_a_new_session_only() -> None:
     state = StreamState("acme/session:b")
     with pytest.raises(InvalidCommand, match="forks no session"):
         run(state, c.ForkSession(), with_copies(copy("s1", "x")))
+    itself = Context(**{**with_copies(copy("s1", "x"), fork_of="b").__dict__,
+                        "scope": "session:b"})
+    with pytest.raises(InvalidCommand, match="forks itself"):
+        run(state, c.ForkSession(), itself)
     made = run(state, c.ForkSession(), with_copies(copy("s1", "Budget: 1500 EUR.", "fact"),
                                                    copy("s2", "Call me Ana.", "preference"),
                                                    fork_of="a"))
