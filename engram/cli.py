@@ -128,7 +128,11 @@ def token(
 ) -> None:
     """Mint a development token (HS256, the dev secret in the state folder). An empty org,
     member, agent, session or project, an org holding a '/', or a --ttl under 1 second is
-    refused."""
+    refused, as is a --fork-of without a --session or naming the --session itself."""
+    if fork_of is not None and fork_of == session:
+        raise typer.BadParameter("a session cannot fork itself", param_hint="--fork-of")
+    if fork_of is not None and session is None:
+        raise typer.BadParameter("forks a session: give the --session too", param_hint="--fork-of")
     print(
         mint_token(
             dev_secret(),

@@ -77,6 +77,8 @@ def test_infra_only_is_a_healthy_dev_stack_when_the_services_are_not_expected() 
         (["--org", "x" * 201], "a name must be a string of 1 to 200 characters"),
         (["--ttl", "-1"], "Invalid value for '--ttl'"),
         (["--ttl", "0"], "Invalid value for '--ttl'"),
+        (["--session", "b", "--fork-of", "b"], "a session cannot fork itself"),
+        (["--fork-of", "a"], "forks a session: give the --session too"),
     ],
 )
 def test_token_refuses_an_empty_name_a_slash_in_the_org_and_a_ttl_under_1(
