@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ import jwt
 import uvloop
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from bench_write_path import _cpu, summary
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from stack_cpu import StackCpu, cpu_times
 
@@ -344,38 +344,13 @@ async def _wait_for(
 async def main(args: argparse.Namespace) -> None:
     common = CommonSettings()
     rows = [await one_round(common, args.commands, n) for n in range(1, args.rounds + 1)]
-    keys = [k for k in rows[0] if k != "commands"]
-    summary = {
-        k: {
-            "median": round(statistics.median(r[k] for r in rows), 3),
-            "min": min(r[k] for r in rows),
-            "max": max(r[k] for r in rows),
-        }
-        for k in keys
-    }
-    rate = summary["commands_per_second"]
+    figures = summary(rows)
+    rate = figures["commands_per_second"]
     print(f"floor: {rate['median']} ({rate['min']} to {rate['max']}) commands/s")
-    print(
-        "    CPU ms a command (medians): "
-        + ", ".join(
-            f"{k.removeprefix('cpu_ms_')} {v['median']}"
-            for k, v in summary.items()
-            if k.startswith("cpu_ms_")
-        )
-    )
+    print(_cpu(figures, "a command"))
+    results = {"machine": "2 cores, 24 GiB", "when": time.strftime("%F %T")}
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "machine": "2 cores, 24 GiB",
-                "when": time.strftime("%F %T"),
-                "summary": summary,
-                "rounds": rows,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    RESULTS.write_text(json.dumps({**results, "summary": figures, "rounds": rows}, indent=2) + "\n")
     print(f"written to {RESULTS}")
 
 
