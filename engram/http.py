@@ -92,7 +92,16 @@ class BodyLimit:
 
 def http_problem(exc: StarletteHTTPException, request: Request | None = None) -> JSONResponse:
     """Starlette's own errors (no such route, a method the route does not take, a body
-    too large) as problem+json, with their headers (a 405's Allow)."""
+    too large, a body FastAPI could not parse: 422 like any bad body) as problem+json,
+    with their headers (a 405's Allow)."""
+    if exc.status_code == 400:  # FastAPI could not parse the body (JSON nested too deep)
+        return problem(
+            422,
+            "Invalid request",
+            f"the body is not JSON this service reads: "
+            f"{str(exc.detail).lower()} (is it nested too deep?)",
+            "invalid",
+        )
     title, code = _HTTP_ERRORS.get(exc.status_code) or (HTTPStatus(exc.status_code).phrase, "")
     detail = str(exc.detail)
     if request is not None and exc.status_code == 404:

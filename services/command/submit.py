@@ -33,6 +33,13 @@ async def read_json(request: Request, optional: bool = False) -> dict[str, Any]:
         raise ProblemError(
             422, "Invalid request", f"the body is not JSON: {exc}", "invalid"
         ) from exc
+    except RecursionError as exc:  # the parser's own limit on nesting
+        raise ProblemError(
+            422,
+            "Invalid request",
+            "the body is not JSON this service reads: it nests too deep",
+            "invalid",
+        ) from exc
     if not isinstance(body, dict):
         raise ProblemError(422, "Invalid request", "the body must be a JSON object", "invalid")
     return body

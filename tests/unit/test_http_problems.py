@@ -8,8 +8,16 @@ from collections.abc import AsyncIterator
 import httpx
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engram.http import MAX_BODY_BYTES, PROBLEM, ProblemError, install_problem_handlers
+from engram.http import (
+    MAX_BODY_BYTES,
+    PROBLEM,
+    ProblemError,
+    http_problem,
+    install_problem_handlers,
+)
+from services.command.submit import read_json
 
 
 class Query(BaseModel):
@@ -27,6 +35,10 @@ def service() -> FastAPI:
     @app.post("/model")
     async def model(body: Query) -> dict[str, int]:  # FastAPI parses the body
         return {"read": len(body.query)}
+
+    @app.post("/command")
+    async def command(request: Request) -> dict[str, int]:  # as the command service reads
+        return {"fields": len(await read_json(request))}
 
     @app.post("/conflict")
     async def conflict() -> None:  # details named like the problem's own members
@@ -86,3 +98,21 @@ async def test_details_named_like_the_problems_members_never_change_them() -> No
     assert r.status_code == 409
     assert (r.json()["status"], r.json()["title"], r.json()["code"]) == (409, "Conflict",
                                                                           "conflict")
+
+
+async def test_a_body_nested_too_deep_to_parse_is_422_not_400_or_500() -> None:
+    deep = b'{"query": "x", "tags": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    async with client() as http:
+        parsed_by_fastapi = await http.post("/model", content=deep)
+        read_by_a_route = await http.post("/command", content=deep)
+        fine = await http.post("/command", json={"query": "x", "tags": [[[]]]})
+    for answer in (parsed_by_fastapi, read_by_a_route):
+        assert answer.status_code == 422 and answer.headers["content-type"] == PROBLEM
+        assert answer.json()["code"] == "invalid"
+    assert "nests too deep" in read_by_a_route.json()["detail"]
+    assert fine.json() == {"fields": 2}
+    # FastAPI answers some bodies it cannot parse with a bare 400 (the recall service did,
+    # for 1,000 levels): that is a bad body too.
+    unparsed = http_problem(StarletteHTTPException(400, "There was an error parsing the body"))
+    assert unparsed.status_code == 422
+    assert b"there was an error parsing the body" in unparsed.body
