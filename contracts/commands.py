@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     field_validator,
     model_validator,
@@ -26,6 +27,7 @@ from contracts.times import in_utc
 
 MAX_CONTENT = 4000
 MAX_TITLE = 200
+MAX_SOURCE = 2048  # a source names a run, a message or a URL
 # Links (seed 004): a memory holds at most this many outgoing links, and at most this
 # many kinds toward any one other memory; past a bound the command is refused with
 # ``link_capacity_exceeded``.
@@ -128,6 +130,20 @@ class RememberMemory(Command):
             raise ValueError("each tag must have 1 to 64 characters")
         return tags
 
+    @field_validator("sources")
+    @classmethod
+    def _short_sources(cls, sources: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not s or len(s) > MAX_SOURCE for s in sources):
+            raise ValueError(f"each source must have 1 to {MAX_SOURCE} characters")
+        return sources
+
+    @field_validator("key")
+    @classmethod
+    def _key_names_something(cls, key: str | None) -> str | None:
+        if key is not None and not key:  # whitespace is stripped first
+            raise ValueError("a key must not be empty: leave it out for a memory with none")
+        return key
+
     @model_validator(mode="after")
     def _extraction_proposes(self) -> RememberMemory:
         if self.extracted and not self.candidate:
@@ -138,7 +154,7 @@ class RememberMemory(Command):
 class CorrectMemory(ItemCommand):
     """Replace the text of a memory, based on the revision the caller saw."""
 
-    base_revision: int = Field(ge=1)
+    base_revision: StrictInt = Field(ge=1)
     content: str = Field(min_length=1, max_length=MAX_CONTENT)
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     user_message: str | None = Field(default=None, max_length=20_000)
@@ -149,14 +165,14 @@ class CorrectMemory(ItemCommand):
 class RestoreRevision(ItemCommand):
     """Bring back an earlier revision's text as a new revision."""
 
-    base_revision: int = Field(ge=1)
-    revision: int = Field(ge=1)
+    base_revision: StrictInt = Field(ge=1)
+    revision: StrictInt = Field(ge=1)
 
 
 class UndoChange(ItemCommand):
     """Undo the last change, with the same stale-base check as a correction."""
 
-    base_revision: int = Field(ge=1)
+    base_revision: StrictInt = Field(ge=1)
 
 
 class PinMemory(ItemCommand):
@@ -195,7 +211,7 @@ class LinkMemory(ItemCommand):
 
     target_id: str = Field(min_length=1, max_length=64)
     kind: OwnLinkKind = "related"
-    weight: float | None = Field(default=None, ge=0, le=1)
+    weight: StrictFloat | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
 
 
 class UnlinkMemory(ItemCommand):
@@ -217,7 +233,7 @@ class ProposeChange(ItemCommand):
 
     scope: ScopeChoice = "shared"
     change: ProposableChange
-    base_revision: int = Field(ge=1)
+    base_revision: StrictInt = Field(ge=1)
     reason: str = Field(min_length=1, max_length=500)
     content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT)
     title: str | None = Field(default=None, max_length=MAX_TITLE)

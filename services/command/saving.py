@@ -132,6 +132,15 @@ def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, An
         raise ProblemError(
             422, "Invalid request", f"messages[{index}]: an object with content", "invalid"
         )
+    if unknown := sorted(set(message) - {"content", "kind", "id"}):
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"messages[{index}]: unknown field(s) {', '.join(unknown)}: a message takes "
+            "content, kind and id; nothing was saved",
+            "invalid",
+            index=index,
+        )
     payload = {"content": message["content"], "kind": message.get("kind", "note"), "scope": scope}
     if isinstance(message.get("id"), str):
         payload["sources"] = [message["id"]]

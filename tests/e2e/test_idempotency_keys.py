@@ -142,6 +142,7 @@ async def test_every_route_holds_to_expected_version_and_its_fields(
         assert bad.status_code == 422, bad.text
         for path, body in (("/v1/lessons", {"note": "x", "bogus": 1}),
                            ("/v1/memories/import-memory-md", {"content": "# x", "bogus": 1}),
-                           ("/v1/memories/ingest", {"messages": [{"content": "x"}], "bogus": 1})):
+                           ("/v1/memories/ingest", {"messages": [{"content": "x"}], "bogus": 1}),
+                           ("/v1/memories/ingest", {"messages": [{"content": "x", "bogus": 1}]})):
             r = await api.post(ana, path, **body)
             assert (r.status_code, "bogus" in r.json()["detail"]) == (422, True), r.text

@@ -9,7 +9,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
 from contracts import schemas, topics
-from contracts.commands import RememberMemory
+from contracts.commands import Command, CorrectMemory, LinkMemory, RememberMemory
 from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope, EventEnvelope
 
@@ -71,3 +71,23 @@ def test_envelopes_and_turns_refuse_nul_characters() -> None:
     with pytest.raises(ValidationError, match="turn_id"):
         ConversationTurn(turn_id="t\u0000", run_id="r", token="t", user_message="hi",
                          completed_at=datetime.now(UTC))
+
+
+@pytest.mark.parametrize(
+    ("command", "payload", "said"),
+    [
+        (RememberMemory, {"content": "x", "key": "  "}, "a key must not be empty"),
+        (RememberMemory, {"content": "x", "sources": ["s" * 2049]}, "1 to 2048 characters"),
+        (RememberMemory, {"content": "x", "sources": [""]}, "1 to 2048 characters"),
+        (CorrectMemory, {"item_id": "i", "content": "x", "base_revision": True}, "integer"),
+        (CorrectMemory, {"item_id": "i", "content": "x", "base_revision": "2"}, "integer"),
+        (LinkMemory, {"item_id": "i", "target_id": "t", "weight": True}, "number"),
+        (LinkMemory, {"item_id": "i", "target_id": "t", "weight": "0.5"}, "number"),
+        (LinkMemory, {"item_id": "i", "target_id": "t", "weight": float("nan")}, "finite"),
+    ],
+)
+def test_commands_refuse_an_empty_key_a_long_source_and_loose_numbers(
+        command: type[Command], payload: dict[str, object], said: str) -> None:
+    with pytest.raises(ValidationError, match=said):
+        command.model_validate(payload)
+    assert LinkMemory(item_id="i", target_id="t", weight=1).weight == 1.0  # a JSON 1 is a weight
