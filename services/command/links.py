@@ -13,22 +13,25 @@ from contracts.events import (
 )
 from services.command.context import Context
 from services.command.errors import (
+    Forbidden,
     Gone,
     InvalidCommand,
     LinkCapacityExceeded,
     NotFound,
 )
-from services.command.rules import find_item
-from services.command.state import StreamState
+from services.command.rules import find_item, is_teammates
+from services.command.state import Item, StreamState
 
 
 def link(state: StreamState, cmd: c.LinkMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
+    _check_own(item, ctx)
     return _links(state, item.item_id, item.links, [(cmd.target_id, cmd.kind, cmd.weight)], ctx)
 
 
 def unlink(state: StreamState, cmd: c.UnlinkMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
+    _check_own(item, ctx)
     if (cmd.target_id, cmd.kind) not in (item.links or {}):
         raise NotFound(
             f"memory {item.item_id} has no {cmd.kind!r} link to {cmd.target_id}",
@@ -85,6 +88,18 @@ def _links(
             MemoryLinked(item_id=source_id, target_id=target_id, kind=kind, weight=weight)
         )
     return events
+
+
+def _check_own(item: Item, ctx: Context) -> None:
+    """A link goes from a memory of the caller's own (seed 004): from a teammate's shared
+    memory its author or an org admin links and unlinks."""
+    if is_teammates(item, ctx):
+        raise Forbidden(
+            f"memory {item.item_id} is {item.author}'s: links from it are its author's or "
+            "an org admin's to make or remove",
+            item_id=item.item_id,
+            author=item.author,
+        )
 
 
 def _check_target(state: StreamState, source_id: str, target_id: str, ctx: Context) -> None:

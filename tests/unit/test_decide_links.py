@@ -9,7 +9,13 @@ import pytest
 from contracts import commands as c
 from contracts.events import Event, MemoryLinked, MemoryRemembered, MemoryRevised, MemoryUnlinked
 from services.command.core import Context, decide
-from services.command.errors import Gone, InvalidCommand, LinkCapacityExceeded, NotFound
+from services.command.errors import (
+    Forbidden,
+    Gone,
+    InvalidCommand,
+    LinkCapacityExceeded,
+    NotFound,
+)
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
 
@@ -139,3 +145,20 @@ def test_a_state_checkpointed_before_links_existed_takes_links() -> None:
     run(old, c.LinkMemory(item_id=a, target_id=b))
     run(old, c.ForgetMemory(item_id=b))
     assert old.items[a].links == {} and old.linked == {a}
+
+
+def test_a_teammate_cannot_link_from_or_unlink_a_shared_memory_its_author_or_an_admin_can(
+) -> None:
+    state = StreamState("acme/shared")
+    ana, bob = make_context(scope="shared"), make_context(scope="shared", member="bob")
+    [saved] = run(state, c.RememberMemory(content="Ana's fact"), ana)
+    [other] = run(state, c.RememberMemory(content="Bob's fact"), bob)
+    a, b = saved.item_id, other.item_id
+    with pytest.raises(Forbidden, match="ana's"):
+        run(state, c.LinkMemory(item_id=a, target_id=b), bob)
+    assert run(state, c.LinkMemory(item_id=b, target_id=a), bob)  # from his own: fine
+    assert run(state, c.LinkMemory(item_id=a, target_id=b), ana)
+    with pytest.raises(Forbidden, match="ana's"):
+        run(state, c.UnlinkMemory(item_id=a, target_id=b), bob)
+    admin = make_context(scope="shared", member="carl", is_admin=True)
+    assert run(state, c.UnlinkMemory(item_id=a, target_id=b), admin)
