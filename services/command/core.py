@@ -32,12 +32,14 @@ from services.command.links import link, related, unlink
 from services.command.proposals import merge, propose, reject, withdraw
 from services.command.rules import (
     check_base,
+    check_key_free,
     check_may_forget,
     check_owner,
     check_run_cap,
     check_superseded_by,
     find_item,
     new_revision,
+    replaced_on_confirm,
     status_change,
     transition,
 )
@@ -201,6 +203,8 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
             item_id=item.item_id,
             memory_status=item.status,
         )
+    if before == "active":
+        check_key_free(state, item)
     return [status_change(item, before)]
 
 
@@ -218,7 +222,10 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
         if cmd.disabled
         else {"disabled": "active", "active": "active"}
     )
-    check_owner(find_item(state, cmd.item_id), ctx)
+    item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
+    if not cmd.disabled and item.status == "disabled":
+        check_key_free(state, item)
     return transition(state, cmd.item_id, allowed)
 
 
@@ -231,14 +238,19 @@ def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Eve
 
 
 def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
-    check_owner(find_item(state, cmd.item_id), ctx)
+    item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
+    if item.status == "archived":
+        check_key_free(state, item)
     return transition(state, cmd.item_id, {"archived": "active"})
 
 
 def _confirm(state: StreamState, cmd: c.ConfirmCandidate, ctx: Context) -> list[Event]:
     if ctx.is_agent:
         raise Forbidden("only a person can confirm a candidate")
-    return transition(state, cmd.item_id, {"candidate": "active"})
+    replaced = replaced_on_confirm(state, find_item(state, cmd.item_id), ctx)
+    # The candidate's own change last: a command's answer is the state after its last event.
+    return [*replaced, *transition(state, cmd.item_id, {"candidate": "active"})]
 
 
 def _dismiss(state: StreamState, cmd: c.DismissCandidate, ctx: Context) -> list[Event]:

@@ -145,3 +145,37 @@ def new_revision(
         content_length=len(text),
         restored_from=restored_from,
     )
+
+
+def check_key_free(state: StreamState, item: Item) -> None:
+    """One key holds one fact: a memory whose key another active memory took meanwhile
+    (saved while it was disabled or archived) is not made active again beside it."""
+    holder = state.active_by_key(item.key) if item.key else None
+    if holder is not None and holder.item_id != item.item_id:
+        raise Conflict(
+            f"memory {holder.item_id} holds the key {item.key!r} now: archive or forget it "
+            f"first, or correct it, to make {item.item_id} active again",
+            item_id=item.item_id,
+            key=item.key,
+            held_by=holder.item_id,
+        )
+
+
+def replaced_on_confirm(state: StreamState, candidate: Item, ctx: Context) -> list[Event]:
+    """What a candidate replaces once a person confirms it: the memory an agent's
+    correction proposed it for, and any active memory holding its key; each is archived,
+    superseded by it, so one key (and one corrected fact) stays one active memory."""
+    replaced = {candidate.replaces} if candidate.replaces else set()
+    if candidate.key:
+        replaced |= {
+            i.item_id
+            for i in state.items.values()
+            if i.key == candidate.key and i.status == "active"
+        }
+    events: list[Event] = []
+    for item_id in sorted(replaced - {candidate.item_id}):
+        item = state.items.get(item_id)
+        if item is not None and item.status == "active":
+            check_owner(item, ctx)
+            events.append(status_change(item, "archived", superseded_by=candidate.item_id))
+    return events

@@ -67,6 +67,9 @@ class Item:
     author: str | None = None
     # Content hashes of revisions the org's retention dropped (None: none dropped).
     retired_hashes: frozenset[str] | None = None
+    # A candidate's: the memory an agent's correction proposed it for, which its confirm
+    # archives (None: none, or a candidate from a checkpoint written before this).
+    replaces: str | None = None
 
     @property
     def current(self) -> Revision:
@@ -180,6 +183,7 @@ def _remembered(state: StreamState, e: MemoryRemembered) -> None:
         expires_at=e.expires_at,
         revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
         author=e.author,
+        replaces=e.replaces if e.status == "candidate" else None,
     )
     if e.status == "candidate" and e.run_id is not None:
         if state.run_candidates is None:
