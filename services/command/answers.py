@@ -39,7 +39,13 @@ def repeated(env: CommandEnvelope, first: dict[str, Any], same: bool) -> Command
     """A repeat's reply: its first answer, or, when ``same`` is False (another request
     under the used id), a refusal that names the first one's item."""
     if same:
-        return accepted(env, {**first, "duplicate": True})
+        again = {**first, "stream_id": env.stream_id, "duplicate": True}
+        if env.type == "ClearMemories":  # its first answer named no memory of its own
+            for name in ("item_id", "revision", "status"):
+                again.pop(name, None)
+        if "erased" in again or env.type in ("ForgetMemory", "ClearMemories"):
+            again["receipt"] = forget_receipt(again.pop("erased", []))
+        return accepted(env, again)
     return refused(
         env,
         IdempotencyKeyReused(
@@ -81,11 +87,13 @@ def answer(
     state of the item it changed; a promotion's or a fork's, each item it wrote; a clear's
     (or any forget's) receipt, not the last item it forgot."""
     result = _changed(cmd, state, command_id, events)
+    result.pop("erased", None)  # named whole in the receipt, from the events
     result.update(stream_id=state.stream_id, generation=state.generation, seq=state.seq)
-    if isinstance(cmd, ForgetMemory | ClearMemories) or any(
-        isinstance(e, MemoryForgotten) for e in events
-    ):
-        result["receipt"] = forget_receipt(events)
+    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
+    if isinstance(cmd, ForgetMemory | ClearMemories) or forgotten:
+        result["receipt"] = forget_receipt(
+            [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten]
+        )
     return result
 
 
@@ -105,10 +113,10 @@ def _changed(
     return dict(state.results.get(command_id, {}))
 
 
-def forget_receipt(events: list[Event]) -> dict[str, Any]:
-    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
+def forget_receipt(erased: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a forget erased (``{"item_id", "revisions"}`` each), where, and what stays."""
     return {
-        "erased": [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten],
+        "erased": list(erased),
         "where": [
             "keystore: the item's data key is deleted, so every sealed copy in engram.events "
             "is unreadable (crypto-shredding)",

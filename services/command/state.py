@@ -35,6 +35,9 @@ LinkKey = tuple[str, str]  # (target_id, kind)
 # first answer again. An older save is still known by its item, whose id derives from the
 # command id (``StreamState.first_answer``), so it is never saved twice.
 ANSWERS_KEPT = 1_000
+# A kept answer names at most this many of its command's forgotten memories (a clear's
+# receipt on a retry; the first answer names them all).
+RECEIPT_KEPT = 1_000
 # A stream counts the candidates of its last this-many runs (the org's cap per run).
 RUNS_KEPT = 1_000
 
@@ -151,11 +154,20 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
     if touches_active(before, after) and not isinstance(event, NEUTRAL):
         state.generation += 1
     item = state.items[event.item_id]
-    # Several events of one command: the answer is the state after the last.
+    # Several events of one command: the answer is the state after the last, with the
+    # stream's version and generation then and the memories it forgot (its receipt).
+    erased = (state.results.get(command_id) or {}).get("erased")
+    if isinstance(event, MemoryForgotten):
+        erased = erased if erased is not None else []
+        if len(erased) < RECEIPT_KEPT:
+            erased.append({"item_id": event.item_id, "revisions": event.revisions})
     state.results[command_id] = {
         "item_id": item.item_id,
         "revision": item.revision,
         "status": item.status,
+        "seq": seq,
+        "generation": state.generation,
+        **({"erased": erased} if erased is not None else {}),
     }
     if isinstance(event, ChangeProposed | ProposalResolved):
         proposal = (state.proposals or {})[event.proposal_id]

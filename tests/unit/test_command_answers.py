@@ -9,7 +9,9 @@ import pickle
 import pytest
 
 from contracts import commands as c
+from contracts.envelope import CommandEnvelope
 from services.command import state as state_module
+from services.command.answers import answer, repeated
 from services.command.context import new_item_id
 from services.command.core import decide
 from services.command.state import StreamState, evolve
@@ -34,6 +36,8 @@ def test_the_record_keeps_the_last_answers_oldest_out(monkeypatch: pytest.Monkey
         "item_id": new_item_id("acme/member:ana", "cmd-4"),
         "revision": 1,
         "status": "active",
+        "seq": 5,
+        "generation": 5,
     }
     # The record survives a checkpoint as it is.
     assert list(pickle.loads(pickle.dumps(state)).results) == ["cmd-2", "cmd-3", "cmd-4"]
@@ -67,3 +71,37 @@ def test_the_same_command_id_names_another_item_in_another_stream() -> None:
     assert set(ana.items).isdisjoint(eve.items)
     assert eve.first_answer("k7") == eve.results["k7"] != ana.results["k7"]
 
+
+
+def test_a_repeat_gets_the_first_answer_with_its_version_and_receipt() -> None:
+    state = StreamState("acme/member:ana")
+    ctx = make_context()
+    for n in range(3):
+        save(state, f"save-000{n}", f"text {n}")
+    first_item = new_item_id(state.stream_id, "save-0000")
+
+    def decided(command_id: str, cmd: c.Command) -> dict[str, object]:
+        events = decide(state, cmd, ctx)
+        for event in events:
+            evolve(state, state.seq + 1, command_id, event)
+        return answer(cmd, state, command_id, events)
+
+    def repeat(command_id: str, type_: str) -> dict[str, object]:
+        env = CommandEnvelope(command_id=command_id, type=type_, token="t",
+                              stream_id=state.stream_id, payload={})
+        first = state.first_answer(command_id)
+        assert first is not None
+        return repeated(env, first, same=True).result
+
+    saved_again = repeat("save-0002", "RememberMemory")
+    assert (saved_again["seq"], saved_again["generation"], saved_again["duplicate"]) == (3, 3, True)
+    assert saved_again["stream_id"] == state.stream_id
+    forgot = decided("forget-01", c.ForgetMemory(item_id=first_item))
+    forgot_again = repeat("forget-01", "ForgetMemory")
+    assert forgot_again["receipt"] == forgot["receipt"]
+    assert forgot_again["seq"] == forgot["seq"] == 4
+    cleared = decided("clear-001", c.ClearMemories(confirm=True))
+    cleared_again = repeat("clear-001", "ClearMemories")
+    assert len(cleared["receipt"]["erased"]) == 2  # type: ignore[index]
+    assert cleared_again["receipt"] == cleared["receipt"]
+    assert "item_id" not in cleared and "item_id" not in cleared_again
