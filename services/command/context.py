@@ -51,6 +51,7 @@ class Context:
     # token's session forks.
     copies: tuple[Copy, ...] = ()
     fork_of: str | None = None
+    session: str | None = None  # the token's session, a promotion's source
     # False when the projector had not caught up with the copies' source in time.
     copies_ready: bool = True
 

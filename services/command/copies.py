@@ -21,6 +21,10 @@ from services.command.state import StreamState
 
 
 def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
+    if ctx.session is None:
+        raise Forbidden(
+            "a promotion copies the token's session into its agent: this token names no session"
+        )
     return _copy_into(state, ctx, kinds=cmd.kinds)
 
 

@@ -27,7 +27,7 @@ def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = 
 
 def with_copies(*copies: Copy, **kw: object) -> Context:
     base = make_context(scope="agent:helper", **kw)  # type: ignore[arg-type]
-    return Context(**{**base.__dict__, "copies": copies})
+    return Context(**{**base.__dict__, "copies": copies, "session": "s-1"})
 
 
 def test_a_promotion_copies_the_lasting_memories_once() -> None:
@@ -96,3 +96,9 @@ def test_a_source_the_projector_has_not_caught_up_with_copies_nothing() -> None:
     assert state.seq == 0  # still a new session: the retry forks it
     with pytest.raises(NotReadable):
         decide(StreamState("acme/agent:helper"), c.PromoteSession(), behind)
+
+
+def test_a_promotion_by_a_token_with_no_session_is_refused() -> None:
+    no_session = Context(**{**with_copies(copy("s1", "x")).__dict__, "session": None})
+    with pytest.raises(Forbidden, match="names no session"):
+        run(StreamState("acme/agent:helper"), c.PromoteSession(), no_session)

@@ -112,6 +112,7 @@ def context_for(
         max_candidates_per_run=limits.max_candidates_per_run,
         copies=copies,
         fork_of=principal.fork_of,
+        session=principal.session,
         copies_ready=command_key(env) not in looked_up.unready,
     )
 
