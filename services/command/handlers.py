@@ -96,14 +96,24 @@ async def proposal_action(request: Request) -> JSONResponse:
 async def forget(request: Request) -> JSONResponse:
     """Forget a memory: its scope as ``?scope=`` or in an optional body, with a ``reason``."""
     body = await read_json(request, optional=True)
-    if "scope" in request.query_params:  # the query's win over the body's
-        body["scope"] = request.query_params["scope"]
+    query: dict[str, Any] = {}
+    if "scope" in request.query_params:
+        query["scope"] = request.query_params["scope"]
     if (version := request.query_params.get("expected_version")) is not None:
         if not version.isdigit():
             raise ProblemError(
                 422, "Invalid request", "expected_version: a whole number, 0 or more", "invalid"
             )
-        body["expected_version"] = int(version)
+        query["expected_version"] = int(version)
+    if twice := sorted(k for k in query if k in body and body[k] != query[k]):
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"{', '.join(twice)}: given in the query and in the body, differently; give each "
+            "once",
+            "invalid",
+        )
+    body.update(query)
     return await submit(
         request, "ForgetMemory", {**body, "item_id": request.path_params["item_id"]}
     )

@@ -140,6 +140,10 @@ async def test_every_route_holds_to_expected_version_and_its_fields(
         bad = await http.delete(f"{api.command}/v1/memories/{first['item_id']}",
                                 params={"expected_version": "two"}, headers=ana.headers)
         assert bad.status_code == 422, bad.text
+        twice = await http.request("DELETE", f"{api.command}/v1/memories/{first['item_id']}",
+                                   params={"scope": "shared"}, json={"scope": "private"},
+                                   headers=ana.headers)
+        assert twice.status_code == 422 and "scope" in twice.json()["detail"], twice.text
         for path, body in (("/v1/lessons", {"note": "x", "bogus": 1}),
                            ("/v1/memories/import-memory-md", {"content": "# x", "bogus": 1}),
                            ("/v1/memories/ingest", {"messages": [{"content": "x"}], "bogus": 1}),
