@@ -16,10 +16,26 @@ REPLACEMENT = "\ufffd"
 
 def postgres_text(value: str) -> str:
     """A field's validator: its text refused (422, naming the field) before it reaches
-    Postgres, where it would fail."""
+    Postgres, where it would fail: a NUL, or a lone surrogate (JSON's ``"\\ud800"``, which
+    Python's JSON reader lets through and UTF-8 cannot encode)."""
     if NUL in value:
         raise PydanticCustomError("nul_character", "text cannot hold the NUL character (U+0000)")
+    if not is_unicode(value):
+        raise PydanticCustomError(
+            "string_unicode", "text must be valid Unicode: no lone surrogate (U+D800 to U+DFFF)"
+        )
     return value
+
+
+def is_unicode(value: str) -> bool:
+    """Whether the text can be encoded (no lone surrogate)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def nul_in(values: dict[str, Any]) -> str | None:

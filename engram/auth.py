@@ -16,6 +16,7 @@ from typing import Any
 import jwt
 
 from contracts.envelope import Actor
+from contracts.text import is_unicode
 from contracts.topics import stream_id
 from engram.service import StartupRefused
 from engram.settings import CommonSettings, state_dir
@@ -37,12 +38,13 @@ def name_problem(claim: str, value: Any) -> str | None:
         not isinstance(value, str)
         or not 1 <= len(value) <= MAX_NAME
         or not _CONTROL.isdisjoint(value)
+        or not is_unicode(value)
         or (claim == "org" and "/" in value)
     ):
         extra = ", without '/'" if claim == "org" else ""
         return (
             f"the {claim} claim must be a string of 1 to {MAX_NAME} characters{extra}, "
-            "without control characters"
+            "without control characters or lone surrogates"
         )
     return None
 
