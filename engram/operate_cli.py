@@ -209,7 +209,10 @@ def service_groups() -> dict[str, str]:
 def dlq_list(
     services: list[str] = typer.Argument(None, help="Services (default: all five)."),
     last: int = typer.Option(
-        5, min=0, help="How many of the newest letters to show, per service (0 or more)."
+        5,
+        min=0,
+        max=10_000,
+        help="How many of the newest letters to show, per service (0 to 10,000).",
     ),
 ) -> None:
     """How many dead letters each service has, and the newest ones: where the record came

@@ -99,8 +99,9 @@ def test_token_mints_what_it_is_asked(
     assert (claims["org"], claims["sub"], claims["exp"] - claims["iat"]) == ("acme", "bob", 60)
 
 
-def test_dlq_list_refuses_a_negative_last() -> None:
-    result = CliRunner().invoke(app, ["dlq", "list", "--last", "-1"])
+@pytest.mark.parametrize("last", ["-1", "10001", "99999999999999999999"])
+def test_dlq_list_refuses_a_last_out_of_range(last: str) -> None:
+    result = CliRunner().invoke(app, ["dlq", "list", "--last", last])
     assert result.exit_code == 2
     assert "Invalid value for '--last'" in result.output
 
