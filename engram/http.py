@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
@@ -106,12 +107,24 @@ def http_problem(exc: StarletteHTTPException, request: Request | None = None) ->
     detail = str(exc.detail)
     if request is not None and exc.status_code == 404:
         detail = f"no route {request.method} {request.url.path}"
-    elif request is not None and exc.status_code == 405:
-        allowed = (exc.headers or {}).get("Allow", "")
+    headers = dict(exc.headers or {})
+    if request is not None and exc.status_code == 405:
+        # Starlette names the methods of the first route of the path only: a path served
+        # by a GET route and a PUT route would say GET alone.
+        headers["Allow"] = allowed = _methods_of(request) or headers.get("Allow", "")
         detail = f"{request.url.path} takes {allowed or 'other methods'}, not {request.method}"
     response = problem(exc.status_code, title, detail, code or title.lower().replace(" ", "_"))
-    response.headers.update(exc.headers or {})
+    response.headers.update(headers)
     return response
+
+
+def _methods_of(request: Request) -> str:
+    """Every method some route of the request's path takes."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route.methods)
+    return ", ".join(sorted(methods - {"HEAD"}))
 
 
 _HTTP_ERRORS = {

@@ -40,6 +40,14 @@ def service() -> FastAPI:
     async def command(request: Request) -> dict[str, int]:  # as the command service reads
         return {"fields": len(await read_json(request))}
 
+    @app.get("/setting")
+    async def read_setting() -> dict[str, int]:
+        return {"value": 1}
+
+    @app.put("/setting")
+    async def write_setting() -> dict[str, int]:
+        return {"value": 2}
+
     @app.post("/conflict")
     async def conflict() -> None:  # details named like the problem's own members
         raise ProblemError(409, "Conflict", "it is archived", "conflict", status="archived",
@@ -116,3 +124,11 @@ async def test_a_body_nested_too_deep_to_parse_is_422_not_400_or_500() -> None:
     unparsed = http_problem(StarletteHTTPException(400, "There was an error parsing the body"))
     assert unparsed.status_code == 422
     assert b"there was an error parsing the body" in unparsed.body
+
+
+async def test_a_wrong_method_names_every_method_the_path_takes() -> None:
+    async with client() as http:
+        wrong = await http.patch("/setting")
+    assert wrong.status_code == 405
+    assert wrong.headers["allow"] == "GET, PUT"
+    assert wrong.json()["detail"] == "/setting takes GET, PUT, not PATCH"
