@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
 from contracts.envelope import MadeBy
@@ -29,8 +29,8 @@ class RecallRequest(BaseModel):
     # A preview of what a run would be given (seed 001's composer): nothing is recorded.
     preview: StrictBool = False
     policy: Policy | None = None
-    max_items: int | None = Field(default=None, ge=1, le=50)
-    max_chars: int | None = Field(default=None, ge=200, le=32_000)
+    max_items: StrictInt | None = Field(default=None, ge=1, le=50)
+    max_chars: StrictInt | None = Field(default=None, ge=200, le=32_000)
 
 
 class RecalledItem(BaseModel):
@@ -93,7 +93,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     query: RequestText = Field(min_length=1, max_length=20_000)
-    limit: int = Field(default=10, ge=1, le=100)
+    limit: StrictInt = Field(default=10, ge=1, le=100)
     # Diagnostics and benchmarks: one retriever alone instead of the fused ranking.
     retrieval: Literal["hybrid", "full_text", "vector"] = "hybrid"
 
@@ -129,19 +129,19 @@ class OrgPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     policy: Policy = "hybrid"
-    max_items: int | None = Field(default=None, ge=1, le=50)
-    max_chars: int | None = Field(default=None, ge=200, le=32_000)
+    max_items: StrictInt | None = Field(default=None, ge=1, le=50)
+    max_chars: StrictInt | None = Field(default=None, ge=200, le=32_000)
     # How many prior revisions each memory keeps besides its current one (seed 004: 3);
     # None keeps every revision (seed 000). Older ones leave the read models and can no
     # longer be restored.
-    keep_revisions: int | None = Field(default=None, ge=1, le=1000)
+    keep_revisions: StrictInt | None = Field(default=None, ge=1, le=1000)
     # Session switches' defaults (seed 002): a session's runs are given its own memories
     # (use), and the extractor learns from its turns (generate); a session may override.
     session_use: StrictBool = True
     session_generate: StrictBool = True
     # How many candidates one agent run may propose in a scope (seed 001: three); None:
     # no cap (seed 000). Past it, a save that would be a candidate is refused (429).
-    max_candidates_per_run: int | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
+    max_candidates_per_run: StrictInt | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
     # Whether the extractor learns into agents' memory from their turns (seed 002's
     # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
     agent_memory: StrictBool = True

@@ -1,5 +1,6 @@
-"""On-off fields of recall's requests take JSON's true and false only: "no", "false", 0
-or 1 is refused with 422 problem+json naming the field, before anything is read (as the
+"""On-off fields of recall's requests take JSON's true and false only, and number fields
+JSON numbers only: "no", "false", 0 or 1 for an on-off field, true or "500" for a number,
+is refused with 422 problem+json naming the field, before anything is read (as the
 commands and ``PUT /v1/session`` already do)."""
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("PUT", "/v1/policy", {"session_use": "yes"}, "session_use"),
     ("PUT", "/v1/session", {"use": 1}, "use"),
     ("PUT", "/v1/session", {"generate": "off"}, "generate"),
+    # Numbers likewise: true had become a limit of 1, "500" a limit of 500.
+    ("POST", "/v1/recall", {"query": "x", "max_items": True}, "max_items"),
+    ("POST", "/v1/recall", {"query": "x", "max_chars": "500"}, "max_chars"),
+    ("POST", "/v1/search", {"query": "x", "limit": True}, "limit"),
+    ("PUT", "/v1/policy", {"max_items": True}, "max_items"),
+    ("PUT", "/v1/policy", {"max_chars": "500"}, "max_chars"),
+    ("PUT", "/v1/policy", {"keep_revisions": "3"}, "keep_revisions"),
+    ("PUT", "/v1/policy", {"max_candidates_per_run": False}, "max_candidates_per_run"),
 ]
 
 
