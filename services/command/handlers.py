@@ -109,8 +109,7 @@ async def forget(request: Request) -> JSONResponse:
         raise ProblemError(
             422,
             "Invalid request",
-            f"{', '.join(twice)}: given in the query and in the body, differently; give each "
-            "once",
+            f"{', '.join(twice)}: given in the query and in the body, differently; give each once",
             "invalid",
         )
     body.update(query)

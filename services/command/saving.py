@@ -79,7 +79,11 @@ async def lesson(request: Request) -> JSONResponse:
     }
     payload = {k: v for k, v in payload.items() if v is not None}
     return await submit(
-        request, "RememberMemory", payload | ({"sources": [run_id]} if run_id else {}), created=True
+        request,
+        "RememberMemory",
+        payload | ({"sources": [run_id]} if run_id else {}),
+        created=True,
+        names={"content": "note", "sources": "run_id"},
     )
 
 

@@ -5,7 +5,7 @@ sealed, and answer with the writer's reply as JSON or problem+json."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import Request
@@ -67,10 +67,17 @@ async def submit(
     command_id: str | None = None,
     created: bool = False,
     id_per_stream: Callable[[str], str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    """``id_per_stream``: the command's id follows from its stream (a once-only command)."""
+    """``id_per_stream``: the command's id follows from its stream (a once-only command);
+    ``names``: the route's own name of a command field, for its errors."""
     reply, command = await send(
-        request, type_, payload, command_id=command_id, id_per_stream=id_per_stream
+        request,
+        type_,
+        payload,
+        command_id=command_id,
+        id_per_stream=id_per_stream,
+        names=names,
     )
     return _response(reply, created, command)
 
@@ -82,6 +89,7 @@ async def send(
     *,
     command_id: str | None = None,
     id_per_stream: Callable[[str], str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[CommandReply, c.Command]:
     """The writer's reply to the command, and the command as validated."""
     app = request.app.state
@@ -106,7 +114,12 @@ async def send(
         command = model.model_validate(payload)
         stream = principal.stream(command.scope)
     except ValidationError as exc:
-        errors = json_errors(exc)
+        errors = [
+            {**e, "loc": [(names or {}).get(e["loc"][0], e["loc"][0]), *e["loc"][1:]]}
+            if e["loc"]
+            else e
+            for e in json_errors(exc)
+        ]
         first = errors[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ProblemError(

@@ -23,6 +23,10 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
                             json={"note": "Answer with the diff first.", "run_id": "run-9"})
         assert r.status_code == 201, r.text
         lesson = r.json()["item_id"]
+        long = await http.post(f"{command}/v1/lessons", headers=ana.headers,
+                               json={"note": "x" * 4001, "run_id": "run-9"})
+        assert long.status_code == 422
+        assert long.json()["errors"][0]["loc"] == ["note"], "the route's own field"
 
         messages = [{"content": "We ship on Tuesdays.", "id": "m-1"},
                     {"content": "Ana owns the release notes.", "kind": "fact", "id": "m-2"}]
