@@ -16,6 +16,7 @@ not merged). The server goes on serving the next line."""
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -25,6 +26,7 @@ from pydantic import StrictBool
 from engram.mcp_errors import EngramProblem, EngramServer
 
 Scope = Literal["private", "shared", "agent", "session", "project"]
+MAX_ID = 64  # as the commands take an item id
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 # A memory's scope as stored (``member:ana``) -> the choice a command names.
 _CHOICE = {
@@ -34,6 +36,14 @@ _CHOICE = {
     "session": "session",
     "project": "project",
 }
+
+
+def memory_path(item_id: str, action: str = "") -> str:
+    """``/v1/memories/<id>[/<action>]``, the id one escaped path segment: an id holding
+    ``/``, ``?`` or ``..`` names no other route."""
+    if not item_id or len(item_id) > MAX_ID:
+        raise ToolError(f"id: a memory's id, 1 to {MAX_ID} characters")
+    return f"/v1/memories/{quote(item_id, safe='')}" + (f"/{action}" if action else "")
 
 
 class Engram:
@@ -56,7 +66,7 @@ class Engram:
 
     async def scope_of(self, item_id: str) -> tuple[str, int]:
         """The scope choice and the current revision of a memory the caller can see."""
-        item = await self.recall(f"/v1/memories/{item_id}")
+        item = await self.recall(memory_path(item_id))
         return _CHOICE[item["scope"].split(":", 1)[0]], int(item["revision"])
 
     async def _call(self, method: str, url: str, **kw: Any) -> Any:
@@ -120,7 +130,7 @@ def build_server(
     @server.tool(name="memory__get")
     async def get(id: str) -> dict[str, Any]:
         """Read one memory in full by ID."""
-        return dict(await api.recall(f"/v1/memories/{id}"))
+        return dict(await api.recall(memory_path(id)))
 
     @server.tool(name="memory__list")
     async def list_memories(limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
@@ -167,7 +177,7 @@ def build_server(
     async def delete(id: str) -> dict[str, Any]:
         """Remove one of your memories for good (its text leaves every copy)."""
         scope, _ = await api.scope_of(id)
-        return dict(await api.command(f"/v1/memories/{id}/forget", {"scope": scope}))
+        return dict(await api.command(memory_path(id, "forget"), {"scope": scope}))
 
     @server.tool(name="memory__clear_all")
     async def clear_all(confirm: StrictBool, scope: Scope = "private") -> dict[str, Any]:
@@ -181,21 +191,21 @@ def build_server(
         """Link one of your memories to another one you can see."""
         scope, _ = await api.scope_of(id)
         body = {"target_id": target_id, "kind": kind, "weight": weight, "scope": scope}
-        return dict(await api.command(f"/v1/memories/{id}/link", _present(body)))
+        return dict(await api.command(memory_path(id, "link"), _present(body)))
 
     @server.tool(name="memory__unlink")
     async def unlink(id: str, target_id: str, kind: str = "related") -> dict[str, Any]:
         """Remove one of those links."""
         scope, _ = await api.scope_of(id)
         body = {"target_id": target_id, "kind": kind, "scope": scope}
-        return dict(await api.command(f"/v1/memories/{id}/unlink", body))
+        return dict(await api.command(memory_path(id, "unlink"), body))
 
     @server.tool(name="memory__list_links")
     async def list_links(
         id: str, direction: Literal["out", "in", "both"] = "both"
     ) -> dict[str, Any]:
         """List a memory's links, outbound or inbound."""
-        return dict(await api.recall(f"/v1/memories/{id}/links", {"direction": direction}))
+        return dict(await api.recall(memory_path(id, "links"), {"direction": direction}))
 
     @server.tool(name="memory__archive")
     async def archive(
@@ -231,7 +241,7 @@ async def _or_propose(
     """Change the memory at once, or, when it is a teammate's, propose the change with the
     reason: the answer then says ``status: proposed`` (seed 004)."""
     try:  # the change's name is its route's action
-        return dict(await api.command(f"/v1/memories/{item_id}/{change}", body))
+        return dict(await api.command(memory_path(item_id, change), body))
     except EngramProblem as problem:
         if problem.code != "proposal_required":
             raise
@@ -251,7 +261,7 @@ async def _or_propose(
         "content": body.get("content"),
         "superseded_by": body.get("superseded_by"),
     }
-    answer = await api.command(f"/v1/memories/{item_id}/propose", _present(proposal))
+    answer = await api.command(memory_path(item_id, "propose"), _present(proposal))
     return {**answer, "status": "proposed"}  # the memory itself is unchanged
 
 

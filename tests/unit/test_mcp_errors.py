@@ -4,11 +4,13 @@ as the one line an agent reads."""
 from __future__ import annotations
 
 import httpx
+import pytest
 from mcp import Client
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
 from engram.mcp_errors import EngramProblem
-from engram.mcp_tools import build_server
+from engram.mcp_tools import build_server, memory_path
 
 
 def test_a_problem_names_its_code_detail_and_every_refused_field() -> None:
@@ -51,3 +53,13 @@ async def test_arguments_a_tool_refuses_are_named_in_one_line() -> None:
 
 def text(result: CallToolResult) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def test_a_memory_id_is_one_escaped_segment_of_its_path() -> None:
+    assert memory_path("0f8e-1") == "/v1/memories/0f8e-1"
+    assert memory_path("0f8e-1", "links") == "/v1/memories/0f8e-1/links"
+    assert memory_path("../../v1/policy") == "/v1/memories/..%2F..%2Fv1%2Fpolicy"
+    assert memory_path("a?x=1", "pin") == "/v1/memories/a%3Fx%3D1/pin"
+    for bad in ("", "x" * 65):
+        with pytest.raises(ToolError, match="1 to 64 characters"):
+            memory_path(bad)
