@@ -28,11 +28,12 @@ async def test_memory_md_is_imported_once_as_a_pinned_note(
 
     first = cli.invoke(app, args)
     assert first.exit_code == 0, first.output
-    assert "imported as pinned note" in first.output and "(active)" in first.output
-    item_id = first.output.split("pinned note ")[1].split()[0]
+    said = " ".join(first.output.split())  # as the console wrapped it (the path is long)
+    assert "imported as pinned note" in said and "(active)" in said
+    item_id = said.split("pinned note ")[1].split()[0]
     again = cli.invoke(app, args)
     assert again.exit_code == 0, again.output
-    assert f"imported before, as memory {item_id}" in again.output
+    assert f"imported before, as memory {item_id}" in " ".join(again.output.split())
 
     async with httpx.AsyncClient(timeout=10) as http:
         async def found() -> dict[str, Any] | None:
@@ -55,10 +56,11 @@ async def test_a_file_too_long_or_unreadable_is_refused_and_nothing_is_saved(
     refused = cli.invoke(app, ["import-memory-md", str(long), "--token", ana.token,
                                "--command-url", services["command"]])
     assert refused.exit_code == 1
-    assert "4001 characters" in refused.output and "4000" in refused.output
+    refusal = " ".join(refused.output.split())
+    assert "4001 characters" in refusal and "4000" in refusal
     missing = cli.invoke(app, ["import-memory-md", str(tmp_path / "nope.md"), "--token",
                                ana.token, "--command-url", services["command"]])
-    assert missing.exit_code == 1 and "cannot read" in missing.output
+    assert missing.exit_code == 1 and "cannot read" in " ".join(missing.output.split())
     route = f"{services['command']}/v1/memories/import-memory-md"
     async with httpx.AsyncClient(timeout=10) as http:
         empty = await http.post(route, headers=ana.headers, json={"content": "  "})
