@@ -13,13 +13,12 @@ from contracts.events import (
 )
 from services.command.context import Context
 from services.command.errors import (
-    Forbidden,
     Gone,
     InvalidCommand,
     LinkCapacityExceeded,
     NotFound,
 )
-from services.command.rules import find_item, is_teammates
+from services.command.rules import check_not_teammates, find_item
 from services.command.state import Item, StreamState
 
 
@@ -93,13 +92,9 @@ def _links(
 def _check_own(item: Item, ctx: Context) -> None:
     """A link goes from a memory of the caller's own (seed 004): from a teammate's shared
     memory its author or an org admin links and unlinks."""
-    if is_teammates(item, ctx):
-        raise Forbidden(
-            f"memory {item.item_id} is {item.author}'s: links from it are its author's or "
-            "an org admin's to make or remove",
-            item_id=item.item_id,
-            author=item.author,
-        )
+    check_not_teammates(
+        item, ctx, "links from it are its author's or an org admin's to make or remove"
+    )
 
 
 def _check_target(state: StreamState, source_id: str, target_id: str, ctx: Context) -> None:

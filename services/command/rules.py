@@ -81,10 +81,14 @@ def check_may_forget(item: Item, ctx: Context) -> None:
     """Seed 004's delete removes one of the caller's own memories: a teammate's shared
     memory is forgotten by its author or an org admin, and no proposal can do it (a
     forget cannot wait for a review, nor be undone after one)."""
+    check_not_teammates(item, ctx, "only its author or an org admin can forget it")
+
+
+def check_not_teammates(item: Item, ctx: Context, who_may: str) -> None:
+    """A change no teammate makes on another member's shared memory, nor proposes."""
     if is_teammates(item, ctx):
         raise Forbidden(
-            f"memory {item.item_id} is {item.author}'s: only its author or an org admin "
-            "can forget it",
+            f"memory {item.item_id} is {item.author}'s: {who_may}",
             item_id=item.item_id,
             author=item.author,
         )
