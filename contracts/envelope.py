@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from contracts.text import NUL, refuse_nul
 
@@ -51,7 +51,7 @@ class CommandEnvelope(BaseModel):
     # The command id names one act, not one request (a scope's MEMORY.md import): a
     # repeat is answered with the first answer whatever it carries. Otherwise a repeat
     # that differs from the first request is refused (``idempotency_key_reused``).
-    once: bool = False
+    once: StrictBool = False
 
     @model_validator(mode="after")
     def _no_nul(self) -> CommandEnvelope:

@@ -50,9 +50,10 @@ class TopicSpec:
         }
 
 
-def is_roll_marker(headers: Iterable[tuple[str, bytes]] | None) -> bool:
-    """Whether a record of engram.commands with these headers is a roll marker."""
-    return any(key == ROLL_MARKER_HEADER for key, _ in headers or ())
+def is_roll_marker(headers: Iterable[tuple[str, bytes]] | None, value: bytes | None) -> bool:
+    """Whether a record of engram.commands is a roll marker: the header and no value (a
+    record with a value is a command, or poison, whatever headers its producer set)."""
+    return not value and any(key == ROLL_MARKER_HEADER for key, _ in headers or ())
 
 
 def dead_letter_topic(service: str) -> str:

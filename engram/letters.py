@@ -139,7 +139,7 @@ async def _read(kafka: AIOKafkaConsumer, tp: TopicPartition, start: int, end: in
 def _letter(tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> Letter:
     try:
         body = json.loads(record.value or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
         body = None
     if not isinstance(body, dict):
         body = {"error": "(not a dead letter: not a JSON object)"}

@@ -56,7 +56,7 @@ def read_reply(body: Any) -> list[Candidate]:
     try:
         text = body["choices"][0]["message"]["content"]
         parsed = json.loads(FENCE.sub("", text.strip()))
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise ReplyError(f"the model's reply is not JSON with candidates: {exc!r}") from exc
     entries = parsed.get("candidates") if isinstance(parsed, dict) else parsed
     if not isinstance(entries, list):

@@ -133,7 +133,7 @@ class Watch:
         anyone's (contracts.topics.ROLL_MARKER_HEADER)."""
         for records in (await self._consumer.getmany(timeout_ms=100)).values():
             self.values.extend(
-                r.value or b"" for r in records if not topics.is_roll_marker(r.headers)
+                r.value or b"" for r in records if not topics.is_roll_marker(r.headers, r.value)
             )
         return self.values
 

@@ -6,6 +6,7 @@ both paths against the real broker."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -93,3 +94,32 @@ async def test_no_answer_in_time_from_the_writer_is_a_reply_timeout() -> None:
     with pytest.raises(ReplyTimeout):
         await _gateway(hand_over, recorder).send(_envelope(), 0.05, recorder.seal)
     assert recorder.published == []  # it may still be applied: the caller retries
+
+
+class _Replies:
+    """engram.replies as the listener reads it: one fetch, then nothing more."""
+
+    def __init__(self, records: list[SimpleNamespace]) -> None:
+        self._fetches = [{"tp": records}]
+
+    async def getmany(self, timeout_ms: int) -> dict[str, list[SimpleNamespace]]:
+        if self._fetches:
+            return self._fetches.pop(0)
+        await asyncio.sleep(3600)
+        return {}
+
+
+async def test_a_reply_that_is_not_the_writers_is_skipped_and_the_listener_goes_on() -> None:
+    gateway = CommandGateway("127.0.0.1:1")
+    forged = SimpleNamespace(key=b"cmd-0001", value=b'{"not": "a reply"}', partition=0, offset=1)
+    real = SimpleNamespace(key=b"cmd-0001", value=_reply("kafka").model_dump_json().encode(),
+                           partition=0, offset=2)
+    gateway._consumer = _Replies([forged, real])  # type: ignore[assignment]
+    answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
+    gateway._waiting["cmd-0001"] = {"acme/member:ann": answer}
+    listening = asyncio.create_task(gateway._listen())
+    try:
+        assert (await asyncio.wait_for(answer, 2)).result == {"via": "kafka"}
+        assert not listening.done()
+    finally:
+        listening.cancel()

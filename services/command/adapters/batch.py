@@ -84,7 +84,7 @@ def decode(item: Queued) -> Decoded:
     if isinstance(item, Submitted):
         return Decoded(None, envelope=item.envelope, submitted=item)
     record = item
-    if topics.is_roll_marker(record.headers):
+    if topics.is_roll_marker(record.headers, record.value):
         return Decoded(record, marker=True)
     try:
         return Decoded(record, envelope=CommandEnvelope.model_validate_json(record.value or b""))
@@ -93,13 +93,15 @@ def decode(item: Queued) -> Decoded:
             f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()
         )
         return Decoded(record, poison=f"undecodable command envelope: {why}", named=_named(record))
+    except Exception as exc:  # whatever a record holds, it stops no partition: poison
+        return Decoded(record, poison=f"undecodable command envelope: {exc!r}"[:1000])
 
 
 def _named(record: Record) -> tuple[str, str] | None:
     """The command id and stream a poison envelope names, if it is JSON that does."""
     try:
         body = json.loads(record.value or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
         return None
     if not isinstance(body, dict):
         return None

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, TopicPartition
+from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
@@ -107,7 +108,16 @@ class CommandGateway:
                 for record in records:
                     if (waiting := self._waiting.get((record.key or b"").decode())) is None:
                         continue
-                    reply = CommandReply.model_validate_json(record.value or b"")
+                    try:
+                        reply = CommandReply.model_validate_json(record.value or b"")
+                    except ValidationError as exc:  # not the writer's: its waiter waits on
+                        log.warning(
+                            "reply_undecodable",
+                            partition=record.partition,
+                            offset=record.offset,
+                            error=str(exc)[:300],
+                        )
+                        continue
                     future = waiting.get(reply.stream_id)
                     if future is not None and not future.done():
                         future.set_result(reply)
