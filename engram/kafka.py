@@ -6,7 +6,9 @@ transaction must never reach a read model.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -170,18 +172,51 @@ def dead_letter(
     value: bytes | None,
     error: str,
 ) -> tuple[str, bytes, bytes]:
-    """A dead-letter record: the original bytes and where they came from, plus the error."""
-    body = {
+    """A dead-letter record: the original bytes and where they came from, plus the error.
+
+    The value goes in as text (``value``) when it is UTF-8, else as base64
+    (``value_base64``), so a redrive publishes the very bytes. A letter that would not fit
+    a Kafka request (a record near the broker's limit, escaped) keeps the value's size,
+    SHA-256 and first bytes instead (``value_truncated``): a letter that cannot be written
+    would hold its partition's writer forever."""
+    body: dict[str, Any] = {
         "service": service,
         "topic": topic,
         "partition": partition,
         "offset": offset,
-        "key": key.decode(errors="replace") if key else None,
-        "value": value.decode(errors="replace") if value else None,
-        "error": error,
+        "key": key.decode(errors="replace")[:LETTER_KEY_CHARS] if key else None,
+        "error": error[:LETTER_ERROR_CHARS],
         "failed_at": datetime.now(UTC).isoformat(),
     }
-    return dead_letter_topic(service), key or b"", json_bytes(body)
+    letter = json_bytes({**body, **_letter_value(value)})
+    if len(letter) > LETTER_MAX_BYTES:
+        assert value is not None  # the rest of a letter is bounded
+        letter = json_bytes(
+            {
+                **body,
+                "value_truncated": True,
+                "value_bytes": len(value),
+                "value_sha256": hashlib.sha256(value).hexdigest(),
+                "value_head_base64": base64.b64encode(value[:LETTER_HEAD_BYTES]).decode(),
+            }
+        )
+    return dead_letter_topic(service), (key or b"")[:LETTER_KEY_CHARS], letter
+
+
+# A letter stays well under the producers' request limit (1 MiB) whatever it carries.
+LETTER_MAX_BYTES = 900_000
+LETTER_HEAD_BYTES = 16_384
+LETTER_ERROR_CHARS = 4_000
+LETTER_KEY_CHARS = 1_000
+
+
+def _letter_value(value: bytes | None) -> dict[str, str | None]:
+    if not value:
+        return {"value": None}
+    try:
+        return {"value": value.decode()}
+    except UnicodeDecodeError:
+        return {"value_base64": base64.b64encode(value).decode()}
 
 
 async def publish_commands(bootstrap: str, envelopes: list[Any], topic: str = "") -> None:

@@ -11,6 +11,7 @@ by a replay.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -99,16 +100,33 @@ async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, 
             f"only {' and '.join(REDRIVABLE)} take a record again (engram.events has one "
             "writer; a consumer fixed after a poison event re-reads it by `engram replay`)"
         )
-    if not isinstance(body.get("value"), str):
-        raise OperateError(f"the letter at {offset} holds no record value to publish")
+    value = _record_value(body, offset)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     await producer.start()
     try:
         key = body["key"].encode() if isinstance(body.get("key"), str) else None
-        sent = await producer.send_and_wait(source, body["value"].encode(), key=key)
+        sent = await producer.send_and_wait(source, value, key=key)
     finally:
         await producer.stop()
     return source, sent.partition, sent.offset
+
+
+def _record_value(body: dict[str, Any], offset: int) -> bytes:
+    """The dead record's bytes, as its letter holds them (text, or base64 when they were
+    not UTF-8); a letter that kept only their head cannot be re-driven."""
+    if body.get("value_truncated"):
+        raise OperateError(
+            f"the letter at {offset} holds only the first bytes of a {body.get('value_bytes')}-"
+            "byte record (too large for a letter): it cannot be re-driven"
+        )
+    if isinstance(body.get("value"), str):
+        return str(body["value"]).encode()
+    if isinstance(body.get("value_base64"), str):
+        try:
+            return base64.b64decode(body["value_base64"], validate=True)
+        except ValueError as exc:
+            raise OperateError(f"the letter at {offset} holds no valid base64 value") from exc
+    raise OperateError(f"the letter at {offset} holds no record value to publish")
 
 
 @asynccontextmanager

@@ -119,9 +119,12 @@ def create_app(
     install_problem_handlers(app)
 
     async def ready() -> dict[str, Any]:
+        stuck = app.state.processor.stuck
         return {
             "gateway": app.state.gateway.healthy,
             "partitions": sorted(app.state.processor.writers),
+            "writing": not stuck,  # False: unhealthy, a partition's batch keeps failing
+            "stuck_partitions": stuck,
         }
 
     install_health(app, ready)

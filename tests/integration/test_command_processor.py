@@ -155,6 +155,17 @@ class FailingOnceWriter(GatedWriter):
         return Cleanup()
 
 
+class FailingWhileGatedWriter(GatedWriter):
+    """Every transaction fails until the test opens the gate: a batch that cannot be
+    written (a dead letter too large for the broker, say)."""
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        self._log["batches"].append((self.partition, _values(records)))
+        if not self._gate.is_set():
+            raise KafkaError("the transaction failed")
+        return Cleanup()
+
+
 class GatedFailingWriter(GatedWriter):
     """The first writer of its partition fails its first transaction once the test
     opens the gate."""
@@ -266,6 +277,34 @@ async def test_a_failed_transaction_gets_a_fresh_writer_that_reads_the_commands_
         assert log["starts"].count(partition) == 2
         assert sorted(log["starts"]) == sorted([*range(partitions), partition])
         assert processor.workers[partition].failed is None
+    finally:
+        await _stop(run, pool)
+
+
+async def test_a_partition_whose_batch_keeps_failing_counts_as_stuck_until_it_succeeds(
+    stack_settings: dict[str, str], commands_topic: str
+) -> None:
+    log: dict[str, Any] = {"starts": [], "batches": [], "failed": False}
+    gate = asyncio.Event()  # closed: every transaction fails
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: FailingWhileGatedWriter(p, log, gate), commands_topic
+    )
+    try:
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+        await send_commands(bootstrap, _commands(stream, ["poison-record-1"]), commands_topic)
+
+        async def stuck() -> bool:
+            return processor.stuck == [partition]
+
+        await eventually(stuck, deadline=60, what="the partition counted as stuck")
+        gate.set()  # the next try succeeds
+
+        async def going() -> bool:
+            return processor.stuck == []
+
+        await eventually(going, deadline=60, what="the partition writing again")
     finally:
         await _stop(run, pool)
 

@@ -37,6 +37,8 @@ from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)
 _READY_ROUNDS = 20  # event-loop turns a batch waits, at most, for commands already here
+# Transactions failed in a row after which a partition counts as stuck (health says so).
+STUCK_AFTER = 3
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -91,6 +93,7 @@ class PartitionWorker:
         self._closing = False
         self._recovering = False
         self._paused = False
+        self.failures = 0  # transactions failed in a row (a batch that keeps failing)
         self._task = asyncio.create_task(self._run(), name=f"command-partition-{tp.partition}")
 
     @property
@@ -169,9 +172,16 @@ class PartitionWorker:
                 try:
                     cleanup = await self.writer.process(batch)
                 except KafkaError as exc:
-                    log.error("transaction_failed", partition=self.tp.partition, error=str(exc))
+                    self.failures += 1
+                    log.error(
+                        "transaction_failed",
+                        partition=self.tp.partition,
+                        in_a_row=self.failures,
+                        error=str(exc),
+                    )
                     await self._recover()
                     continue
+                self.failures = 0
                 self._processor.processed += len(batch)
                 await self._processor.clean(cleanup)
 
@@ -219,6 +229,12 @@ class CommandProcessor:
         self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
         self._topic = topic
         self.processed = 0
+
+    @property
+    def stuck(self) -> list[int]:
+        """The partitions whose transactions have failed STUCK_AFTER times in a row: the
+        same batch keeps failing, and no command of theirs is decided meanwhile."""
+        return sorted(p for p, w in self.workers.items() if w.failures >= STUCK_AFTER)
 
     @property
     def writers(self) -> dict[int, PartitionWriter]:
