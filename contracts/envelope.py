@@ -69,12 +69,12 @@ class EventHeader(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    event_id: str
-    type: str
-    schema_version: int = 1
-    stream_id: str
-    seq: int = Field(ge=1)
-    command_id: str
+    event_id: str = Field(max_length=100)
+    type: str = Field(max_length=100)
+    schema_version: int = Field(default=1, ge=1, le=1000)
+    stream_id: str = Field(max_length=500)  # an org and a scope, 200 characters each at most
+    seq: int = Field(ge=1, le=2**63 - 1)  # a bigint in the read models
+    command_id: str = Field(max_length=200)
     occurred_at: datetime
     actor: Actor
     made_by: MadeBy | None = None  # None in events written before it was recorded

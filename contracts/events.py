@@ -15,6 +15,12 @@ from contracts.commands import Kind, ProposableChange
 from contracts.envelope import EventEnvelope, EventHeader
 from contracts.text import scrub_nul
 
+# What an event names and counts, bounded as the read models store them: a record of
+# engram.events past these (a producer other than the writer, on a broker without ACLs)
+# is refused when decoded, and dead-lettered, not met by Postgres in a reader's batch.
+Ref = Annotated[str, Field(min_length=1, max_length=100)]  # a memory's or proposal's id
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]  # a revision, a length, a count
+
 Status = Literal["candidate", "active", "disabled", "archived", "forgotten"]
 
 
@@ -31,22 +37,23 @@ class Sealed(BaseModel):
 class Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    item_id: str
+    item_id: Ref
 
 
 class MemoryRemembered(Event):
-    revision: int = 1
-    scope: str
+    revision: Count = 1
+    scope: Annotated[str, Field(max_length=500)]
     kind: Kind
     status: Literal["active", "candidate"]
     content: Sealed
     title: Sealed | None = None
-    key: str | None = None
+    key: Annotated[str, Field(max_length=200)] | None = None
     pinned: bool = False
     tags: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
-    content_hash: str  # keyed hash: refuses an accidental re-save after forget
-    content_length: int
+    # A keyed hash: refuses an accidental re-save after forget.
+    content_hash: Annotated[str, Field(max_length=200)]
+    content_length: Count
     expires_at: datetime | None = None
     replaces: str | None = None  # a candidate proposing new text for this confirmed item
     # The member who saved it: in the shared scope, others change it by proposals. None
@@ -59,25 +66,25 @@ class MemoryRemembered(Event):
 class MemoryRevised(Event):
     """A new revision of the text: correction, restore of a revision, or undo."""
 
-    revision: int
-    base_revision: int
+    revision: Count
+    base_revision: Count
     reason: Literal["corrected", "restored", "undone"]
     content: Sealed
     title: Sealed | None = None
-    content_hash: str
-    content_length: int
-    restored_from: int | None = None
+    content_hash: Annotated[str, Field(max_length=200)]
+    content_length: Count
+    restored_from: Count | None = None
 
 
 class MemoryPinned(Event):
-    revision: int
+    revision: Count
     pinned: bool
 
 
 class MemoryStatusChanged(Event):
     """Disable/enable, archive/unarchive, confirm or dismiss a candidate."""
 
-    revision: int
+    revision: Count
     status: Status
     previous: Status
     superseded_by: str | None = None
@@ -87,7 +94,7 @@ class MemoryForgotten(Event):
     """Terminal. Carries no content, only what the tombstone keeps."""
 
     content_hashes: tuple[str, ...] = ()
-    revisions: int = Field(ge=0)
+    revisions: Count
     reason: str | None = None
 
 
@@ -95,14 +102,14 @@ class MemoryLinked(Event):
     """A link from ``item_id`` to ``target_id`` of one kind, new or with a new weight.
     Links are no revision of the item: they carry no text."""
 
-    target_id: str
-    kind: str
+    target_id: Ref
+    kind: Annotated[str, Field(max_length=100)]
     weight: float | None = None
 
 
 class MemoryUnlinked(Event):
-    target_id: str
-    kind: str
+    target_id: Ref
+    kind: Annotated[str, Field(max_length=100)]
 
 
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
@@ -112,16 +119,16 @@ class ChangeProposed(Event):
     """A proposed change to ``item_id``, made against ``base_revision``; the text of a
     correction is sealed under the item's key, so a forget shreds it too."""
 
-    proposal_id: str
+    proposal_id: Ref
     change: ProposableChange
-    base_revision: int
+    base_revision: Count
     reason: str  # "" once the reason is sealed (reason_sealed), as every event now has it
     proposer: str  # the member
     proposed_at: datetime  # it expires 30 days after
     content: Sealed | None = None
     title: Sealed | None = None
     content_hash: str | None = None
-    content_length: int | None = None
+    content_length: Count | None = None
     superseded_by: str | None = None
     # The reason, sealed under the item's key: a forget shreds it with the memory's text.
     reason_sealed: Sealed | None = None
@@ -131,7 +138,7 @@ class ProposalResolved(Event):
     """Merged (its change events come before this one), rejected, withdrawn, outdated
     (the memory changed since: nothing applied) or expired."""
 
-    proposal_id: str
+    proposal_id: Ref
     status: Literal["merged", "rejected", "withdrawn", "outdated", "expired"]
     reason: str | None = None  # in events written before it was sealed (reason_sealed)
     reason_sealed: Sealed | None = None
@@ -141,7 +148,7 @@ class RevisionsPruned(Event):
     """The org's retention policy drops the memory's revisions before ``before``: their
     text leaves the read models, and they can no longer be restored."""
 
-    before: int
+    before: Count
 
 
 # Events that change no memory's text, status or pin: they move no generation.

@@ -62,7 +62,10 @@ def scrub_nul(raw: bytes) -> bytes:
     """The record with every NUL in its strings replaced (nothing to do for nearly all)."""
     if b"\\u0000" not in raw:
         return raw
-    return json.dumps(_scrub(json.loads(raw))).encode()
+    try:
+        return json.dumps(_scrub(json.loads(raw))).encode()
+    except RecursionError as exc:  # a reader's error for poison, as for invalid JSON
+        raise ValueError("the record nests deeper than it can be read") from exc
 
 
 def _scrub(value: Any) -> Any:

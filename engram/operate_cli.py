@@ -205,6 +205,13 @@ def service_groups() -> dict[str, str]:
     }
 
 
+def _printable(text: str) -> str:
+    """A letter's text as a terminal takes it: its control characters escaped (a letter
+    holds what a poison record held), and what UTF-8 cannot encode replaced."""
+    shown = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    return shown.encode("utf-8", errors="replace").decode("utf-8")
+
+
 @dlq_app.command("list")
 def dlq_list(
     services: list[str] = typer.Argument(None, help="Services (default: all five)."),
@@ -241,7 +248,8 @@ def dlq_list(
             b = letter.body
             where = f"{b.get('topic')}[{b.get('partition')}]@{b.get('offset')}"
             error = " ".join(str(b.get("error", "")).split())[:240]
-            console.print(f"  {letter.offset}: {b.get('failed_at', '?')} {where}: {error}")
+            line = f"  {letter.offset}: {b.get('failed_at', '?')} {where}: {error}"
+            console.print(_printable(line), markup=False, highlight=False)
 
 
 @dlq_app.command("redrive")

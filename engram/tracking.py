@@ -25,11 +25,17 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from asyncpg.exceptions._base import DataError as ArgumentError
 
 from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
 
 log = get_logger(__name__)
+
+# What Postgres says of a record's data, not of itself (a value out of a column's range, a
+# row past an index's limit): the same record fails the same way every time.
+# (asyncpg raises its own DataError, not exported, for an argument it cannot encode.)
+UNSTORABLE = (asyncpg.DataError, ArgumentError, asyncpg.ProgramLimitExceededError)
 Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
 # The records of one fetch (of one or several partitions), in one transaction.
 BatchHandler = Callable[[asyncpg.Connection, list[Record]], Awaitable[None]]
@@ -148,17 +154,40 @@ class TrackedFollower:
                     }
                     if not batches:
                         continue
-                    large = sum(map(len, batches.values())) > self._split_above
-                    if self._parallel and large and len(batches) > 1:
-                        # A failure cancels the others: their transactions roll back.
-                        async with asyncio.TaskGroup() as group:
-                            for tp, records in batches.items():
-                                group.create_task(self._apply({tp: records}))
-                    else:
-                        await self._apply(batches)
+                    try:
+                        await self._apply_fetch(batches)
+                    except* UNSTORABLE:  # some record's data: find it, and let it go
+                        await self._one_by_one(batches)
         finally:
             await self.consumer.stop()
             await self._producer.stop()
+
+    async def _apply_fetch(self, batches: Batches) -> None:
+        large = sum(map(len, batches.values())) > self._split_above
+        if self._parallel and large and len(batches) > 1:
+            # A failure cancels the others: their transactions roll back.
+            async with asyncio.TaskGroup() as group:
+                for tp, records in batches.items():
+                    group.create_task(self._apply({tp: records}))
+        else:
+            await self._apply(batches)
+
+    async def _one_by_one(self, batches: Batches) -> None:
+        """A fetch Postgres refused for what a record holds: each record not yet applied is
+        applied alone, and one Postgres refuses is dead-lettered, its offset stored, so the
+        follower goes on (a record another producer wrote, past what the decoders bound)."""
+        for tp, records in batches.items():
+            for record in records:
+                if record.offset < self.next_offset.get(tp, 0):
+                    continue  # applied before the failure, in another partition's batch
+                try:
+                    await self._apply({tp: [record]})
+                except UNSTORABLE as exc:
+                    await self.dead_letter(record, f"not storable: {exc!r}")
+                    async with self._pool.acquire() as conn:
+                        row = (self._group, tp.topic, tp.partition, record.offset + 1)
+                        await conn.executemany(OFFSETS_UPSERT.format(table=self._table), [row])
+                    self.positions[tp.partition] = self.next_offset[tp] = record.offset + 1
 
     async def _apply(self, batches: Batches) -> None:
         """The records and each partition's offset: in one statement when the follower has

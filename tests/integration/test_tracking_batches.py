@@ -180,3 +180,51 @@ async def test_a_parallel_follower_splits_a_large_fetch_by_partition(
     )
     assert all(len(partitions) == 1 for partitions in calls), calls
     assert stored == {p: 5 for p in range(4)}
+
+
+async def test_a_record_postgres_cannot_store_is_dead_lettered_and_the_rest_applied(
+    stack_settings: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    """A batch Postgres refuses for a record's data is applied record by record: the one
+    it refuses goes to the dead letters with its error, every other one is applied, and
+    the follower goes on (it used to stop, and stop again on the same record at start)."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    stored: list[bytes] = []
+    letters: list[tuple[bytes, str]] = []
+
+    async def handle(conn: asyncpg.Connection, records: list[Record]) -> None:
+        for record in records:  # int4 cannot hold the poison's number
+            await conn.execute("SELECT $1::text::int4", (record.value or b"").decode())
+        stored.extend(r.value or b"" for r in records)
+
+    async with topic_and_offsets(bootstrap, pool) as (topic, offsets):
+        follower = TrackedFollower(bootstrap=bootstrap, topic=topic,
+                                   group_id=f"unstorable-{uuid.uuid4().hex[:8]}", pool=pool,
+                                   offsets_table=offsets, service="test", handle=handle,
+                                   gather_ms=1000)
+
+        async def dead_letter(record: Record, error: str) -> None:
+            letters.append((record.value or b"", error))
+
+        follower.dead_letter = dead_letter  # type: ignore[method-assign]
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            for value in (b"1", b"2", b"99999999999", b"4"):
+                await producer.send(topic, value)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        task = asyncio.create_task(follower.run())
+        try:
+            await eventually(lambda: asyncio.sleep(0, result=len(stored) == 3 or None),
+                             deadline=30, what="the storable records applied")
+            assert stored == [b"1", b"2", b"4"] and not task.done()
+            assert [v for v, _ in letters] == [b"99999999999"]
+            assert "not storable" in letters[0][1]
+            next_offset = await pool.fetchval(f"SELECT next_offset FROM {offsets}")
+            assert next_offset == 4
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -121,3 +121,11 @@ def test_engram_mcp_refuses_a_token_that_can_be_none_at_start(token: str, said: 
     result = CliRunner().invoke(app, ["mcp", "--token", token])
     assert result.exit_code == 2
     assert said in result.output
+
+
+def test_a_letters_text_is_printed_as_text_not_markup_nor_terminal_codes() -> None:
+    from engram.operate_cli import _printable
+
+    shown = _printable("pydantic said [/x] \x00 \x1b[31m \ud800 café")
+    assert shown == "pydantic said [/x] \\x00 \\x1b[31m \\ud800 café"
+    shown.encode("utf-8")  # a terminal takes it

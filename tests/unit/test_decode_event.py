@@ -133,3 +133,27 @@ def test_a_nul_written_before_commands_refused_it_reads_as_a_replacement() -> No
     header, decoded = decode_event(json.dumps(body).encode())
     assert isinstance(decoded, MemoryLinked) and decoded.kind == "rel\ufffdated"
     assert header.actor.member == "a\ufffdna"
+
+
+def test_an_event_the_read_models_cannot_store_is_refused_when_decoded() -> None:
+    """Another producer's records (no ACLs in the dev stack) meet the reader's decode, not
+    Postgres in the middle of its batch: a seq past a bigint, an id past an index row."""
+    pinned = MemoryPinned(item_id="i-1", revision=2, pinned=True)
+
+    def forged(event: ev.Event, **payload: Any) -> bytes:
+        body = json.loads(raw(event))
+        body["payload"].update(payload)
+        return json.dumps(body).encode()
+
+    refused = [
+        raw(pinned, seq=2**63),
+        forged(pinned, item_id="x" * 300_000),
+        forged(MemoryLinked(item_id="i-1", target_id="i-2", kind="k"), kind="k" * 101),
+        forged(remembered(), content_length=2**31),
+    ]
+    for record in refused:
+        with pytest.raises(ValidationError):
+            decode_event(record)
+    deep = b'{"x": "\\u0000", "y": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(ValueError, match="nests deeper"):
+        decode_event(deep)

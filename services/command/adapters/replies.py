@@ -106,7 +106,8 @@ class CommandGateway:
             batches = await self._consumer.getmany(timeout_ms=500)
             for records in batches.values():
                 for record in records:
-                    if (waiting := self._waiting.get((record.key or b"").decode())) is None:
+                    key = (record.key or b"").decode(errors="replace")  # anyone may write here
+                    if (waiting := self._waiting.get(key)) is None:
                         continue
                     try:
                         reply = CommandReply.model_validate_json(record.value or b"")

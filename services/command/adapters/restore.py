@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import EventHeader
-from contracts.events import Event, decode_event
+from contracts.events import Event, MemoryRemembered, decode_event
 from engram.kafka import consumer
 from engram.logging import get_logger
 from services.command.state import StreamState, evolve
@@ -163,8 +163,28 @@ def _decode(raw: bytes) -> tuple[EventHeader, Event] | None:
 
 
 def _fold(states: States, env: EventHeader, event: Event) -> None:
+    """Fold one event in, as the writer did when it wrote it. Only the writer appends, so
+    an event out of its stream's sequence, or one its state cannot take, is not the
+    writer's (another producer's, on a broker without ACLs): it is reported and skipped,
+    as the projector reports it (``projector.anomalies``), and the partition restores. A
+    writer that cannot restore would hold its partition until the record is gone."""
     state = states.setdefault(env.stream_id, StreamState(env.stream_id))
     if env.seq != state.seq + 1:
-        # Only the writer appends; a gap means the log and the writer disagree.
-        raise RuntimeError(f"{env.stream_id}: seq {env.seq} follows {state.seq}")
+        log.error(
+            "restore_event_out_of_sequence",
+            stream_id=env.stream_id,
+            seq=env.seq,
+            follows=state.seq,
+            event_id=env.event_id,
+        )
+        return
+    if event.item_id not in state.items and not isinstance(event, MemoryRemembered):
+        log.error(
+            "restore_event_of_unknown_item",
+            stream_id=env.stream_id,
+            seq=env.seq,
+            item_id=event.item_id[:100],
+            event_id=env.event_id,
+        )
+        return
     evolve(state, env.seq, env.command_id, event)
