@@ -43,7 +43,7 @@ import jwt
 import uvloop
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from bench_write_path import _cpu, summary
+from bench_write_path import cpu_line, summary
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from stack_cpu import StackCpu, cpu_times
 
@@ -347,7 +347,7 @@ async def main(args: argparse.Namespace) -> None:
     figures = summary(rows)
     rate = figures["commands_per_second"]
     print(f"floor: {rate['median']} ({rate['min']} to {rate['max']}) commands/s")
-    print(_cpu(figures, "a command"))
+    print(cpu_line(figures, "a command"))
     results = {"machine": "2 cores, 24 GiB", "when": time.strftime("%F %T")}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({**results, "summary": figures, "rounds": rows}, indent=2) + "\n")

@@ -276,10 +276,10 @@ async def main(args: argparse.Namespace) -> None:
             f"p99 {_fig(s['visible_p99_ms'])} ms, {_fig(s['requests_per_second'])} req/s"
             + _steal(s)
         )
-        print(_cpu(s, "a request"))
+        print(cpu_line(s, "a request"))
     s = summary(sustained_rows)
     print(f"sustained: {_fig(s['commands_per_second'])} commands/s" + _steal(s))
-    print(_cpu(s, "a command"))
+    print(cpu_line(s, "a command"))
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {RESULTS}")
@@ -289,7 +289,7 @@ def _fig(f: dict[str, float]) -> str:
     return f"{f['median']} ({f['min']} to {f['max']})"
 
 
-def _cpu(s: dict[str, dict[str, float]], unit: str) -> str:
+def cpu_line(s: dict[str, dict[str, float]], unit: str) -> str:
     each = ", ".join(
         f"{k.removeprefix('cpu_ms_')} {v['median']}"
         for k, v in s.items()

@@ -39,13 +39,10 @@ def repeated(env: CommandEnvelope, first: dict[str, Any], same: bool) -> Command
     """A repeat's reply: its first answer, or, when ``same`` is False (another request
     under the used id), a refusal that names the first one's item."""
     if same:
-        again = {**first, "stream_id": env.stream_id, "duplicate": True}
-        if env.type == "ClearMemories":  # its first answer named no memory of its own
-            for name in ("item_id", "revision", "status"):
-                again.pop(name, None)
-        if "erased" in again or env.type in ("ForgetMemory", "ClearMemories"):
-            again["receipt"] = forget_receipt(again.pop("erased", []))
-        return accepted(env, again)
+        again = dict(first)
+        erased = again.pop("erased", None)
+        again.update(stream_id=env.stream_id, duplicate=True)
+        return accepted(env, _with_receipt(again, env.type, erased))
     return refused(
         env,
         IdempotencyKeyReused(
@@ -89,19 +86,34 @@ def answer(
     result = _changed(cmd, state, command_id, events)
     result.pop("erased", None)  # named whole in the receipt, from the events
     result.update(stream_id=state.stream_id, generation=state.generation, seq=state.seq)
-    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
-    if isinstance(cmd, ForgetMemory | ClearMemories) or forgotten:
-        result["receipt"] = forget_receipt(
-            [{"item_id": e.item_id, "revisions": e.revisions} for e in forgotten]
-        )
+    forgotten = [
+        {"item_id": e.item_id, "revisions": e.revisions}
+        for e in events
+        if isinstance(e, MemoryForgotten)
+    ]
+    return _with_receipt(result, type(cmd).__name__, forgotten or None)
+
+
+# The commands whose answer is a receipt of what they forgot; a clear's names no memory of
+# its own (its state after its last forget is no answer to it).
+_RECEIPTED = frozenset({ForgetMemory.__name__, ClearMemories.__name__})
+
+
+def _with_receipt(
+    result: dict[str, Any], command_type: str, erased: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """An answer, first or repeated, with the receipt its forgets call for."""
+    if command_type == ClearMemories.__name__:
+        for name in ("item_id", "revision", "status"):
+            result.pop(name, None)
+    if erased is not None or command_type in _RECEIPTED:
+        result["receipt"] = forget_receipt(erased or [])
     return result
 
 
 def _changed(
     cmd: Command, state: StreamState, command_id: str, events: list[Event]
 ) -> dict[str, Any]:
-    if isinstance(cmd, ClearMemories):
-        return {}
     if isinstance(cmd, PromoteSession | ForkSession):
         written = dict.fromkeys(e.item_id for e in events)
         return {

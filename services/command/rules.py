@@ -169,15 +169,10 @@ def replaced_on_confirm(state: StreamState, candidate: Item, ctx: Context) -> li
     """What a candidate replaces once a person confirms it: the memory an agent's
     correction proposed it for, and any active memory holding its key; each is archived,
     superseded by it, so one key (and one corrected fact) stays one active memory."""
-    replaced = {candidate.replaces} if candidate.replaces else set()
-    if candidate.key:
-        replaced |= {
-            i.item_id
-            for i in state.items.values()
-            if i.key == candidate.key and i.status == "active"
-        }
+    holder = state.active_by_key(candidate.key) if candidate.key else None
+    replaced = {i for i in (candidate.replaces, holder.item_id if holder else None) if i}
     events: list[Event] = []
-    for item_id in sorted(replaced - {candidate.item_id}):
+    for item_id in sorted(replaced):
         item = state.items.get(item_id)
         if item is not None and item.status == "active":
             check_owner(item, ctx)

@@ -276,6 +276,14 @@ def event(stream: str, seq: int, type_: str, payload: Json) -> tuple[bytes, byte
     return stream.encode(), json.dumps(envelope).encode()
 
 
+def saved_then_forgotten(stream: str, item_id: str) -> list[tuple[bytes, bytes]]:
+    """A memory saved from turn-a's msg-7 (seq 1), then forgotten (seq 2)."""
+    return [
+        remembered(stream, 1, item_id, ["turn-a", "msg-7"]),
+        event(stream, 2, "MemoryForgotten", {"item_id": item_id, "revisions": 1}),
+    ]
+
+
 def remembered(stream: str, seq: int, item_id: str, sources: list[str]) -> tuple[bytes, bytes]:
     sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
     return event(
@@ -323,8 +331,7 @@ async def test_a_forgotten_items_sources_yield_no_proposals(
         await publish(
             bootstrap,
             events,
-            remembered(stream, 1, forgotten, ["turn-a", "msg-7"]),
-            event(stream, 2, "MemoryForgotten", {"item_id": forgotten, "revisions": 1}),
+            *saved_then_forgotten(stream, forgotten),
             remembered(stream, 3, live, ["msg-9"]),
         )
         expected = {"turn-a": True, "msg-7": True, forgotten: True, "msg-9": False}
@@ -425,8 +432,7 @@ async def test_a_forgotten_items_sources_suppress_its_own_stream_only(
         await publish(
             bootstrap,
             events,
-            remembered(stream, 1, forgotten, ["turn-a", "msg-7"]),
-            event(stream, 2, "MemoryForgotten", {"item_id": forgotten, "revisions": 1}),
+            *saved_then_forgotten(stream, forgotten),
         )
         expected = {"turn-a": True, "msg-7": True, forgotten: True}
         await eventually(
