@@ -30,6 +30,9 @@ from contracts.events import (
 from services.command.context import new_item_id
 
 LinkKey = tuple[str, str]  # (target_id, kind)
+# An item as plain values, the form a checkpoint stores (``item_rows``, ``from_rows``).
+ItemRow = tuple[Any, ...]
+SealedRow = tuple[str, str, str]  # key_id, nonce, ciphertext
 
 # A stream keeps the first answers of its last this-many commands, so a retry gets its
 # first answer again. An older save is still known by its item, whose id derives from the
@@ -114,6 +117,11 @@ class StreamState:
     # under a used id, and is refused. Events do not carry it: a command decided after
     # the last checkpoint is known after a restore by its answer only.
     fingerprints: dict[str, bytes] | None = None
+    # The items as checkpoint rows (``item_rows``), as of the last checkpoint, and the
+    # items changed since (both None until the first checkpoint or a load from one). Not
+    # part of the state: compared by nothing, stored by no checkpoint.
+    rows: dict[str, ItemRow] | None = field(default=None, compare=False, repr=False)
+    touched: set[str] | None = field(default=None, compare=False, repr=False)
 
     def candidates_of(self, run_id: str) -> int:
         return (self.run_candidates or {}).get(run_id, 0)
@@ -148,6 +156,8 @@ def touches_active(before: Status | None, after: Status | None) -> bool:
 def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
     """Fold one event into the state (mutates; the writer owns its state)."""
     state.seq = seq
+    if state.touched is not None:
+        state.touched.add(event.item_id)
     before = state.items[event.item_id].status if event.item_id in state.items else None
     _APPLY[type(event)](state, event)
     after = state.items[event.item_id].status if event.item_id in state.items else None
@@ -239,8 +249,11 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
                 proposal.status = "outdated"
     for source in state.linked or ():  # the stream's own links to it go too
         links = state.items[source].links or {}
-        for key in [k for k in links if k[0] == e.item_id]:
-            del links[key]
+        if gone := [k for k in links if k[0] == e.item_id]:
+            for key in gone:
+                del links[key]
+            if state.touched is not None:
+                state.touched.add(source)
 
 
 def _proposed(state: StreamState, e: ChangeProposed) -> None:
@@ -305,3 +318,91 @@ _APPLY: dict[type[Event], Any] = {
     ProposalResolved: _resolved,
     RevisionsPruned: _pruned,
 }
+
+
+# --- checkpoint rows ------------------------------------------------------------------------
+# A checkpoint stores each changed stream whole. Pickling its items as objects cost about
+# 5 ms a thousand items, for every stream a checkpoint saves, however few of its items
+# changed: more than deciding, once streams held a few hundred items. So a stream keeps its
+# items' rows (plain values, which pickle in C) and re-encodes only the items changed since
+# the last checkpoint (``StreamState.touched``, filled by ``evolve``).
+
+
+def item_rows(state: StreamState) -> list[ItemRow]:
+    """The stream's items as rows, in their order, for a checkpoint: only the items
+    changed since the last call are encoded again."""
+    rows, touched = state.rows, state.touched
+    if rows is None or touched is None:
+        rows = {item_id: _item_row(item) for item_id, item in state.items.items()}
+    elif touched or len(rows) != len(state.items):
+        rows = {
+            item_id: _item_row(item) if item_id in touched or item_id not in rows else rows[item_id]
+            for item_id, item in state.items.items()
+        }
+    state.rows, state.touched = rows, set()
+    return list(rows.values())
+
+
+def from_rows(header: StreamState, rows: list[ItemRow]) -> StreamState:
+    """A stream's state from its checkpoint: ``header`` (its state without items) and
+    its items' rows."""
+    header.items = {row[0]: _item_of(row) for row in rows}
+    header.rows = {row[0]: row for row in rows}
+    header.touched = set()
+    return header
+
+
+def _item_row(item: Item) -> ItemRow:
+    revisions = tuple(
+        (n, _sealed_row(r.content), _sealed_row(r.title), r.content_hash, r.content_length)
+        for n, r in item.revisions.items()
+    )
+    return (
+        item.item_id,
+        item.kind,
+        item.status,
+        item.revision,
+        item.pinned,
+        item.key,
+        item.confirmed,
+        revisions,
+        item.expires_at,
+        item.last_change,
+        dict(item.links) if item.links is not None else None,
+        item.author,
+        item.retired_hashes,
+        item.replaces,
+    )
+
+
+def _item_of(row: ItemRow) -> Item:
+    (item_id, kind, status, revision, pinned, key, confirmed, revisions, *rest) = row
+    expires_at, last_change, links, author, retired_hashes, replaces = rest
+    return Item(
+        item_id=item_id,
+        kind=kind,
+        status=status,
+        revision=revision,
+        pinned=pinned,
+        key=key,
+        confirmed=confirmed,
+        revisions={
+            n: Revision(_sealed_of(content), title and _sealed_of(title), content_hash, length)
+            for n, content, title, content_hash, length in revisions
+        },
+        expires_at=expires_at,
+        last_change=last_change,
+        links=dict(links) if links is not None else None,
+        author=author,
+        retired_hashes=retired_hashes,
+        replaces=replaces,
+    )
+
+
+def _sealed_row(sealed: Sealed | None) -> SealedRow | None:
+    return None if sealed is None else (sealed.key_id, sealed.nonce, sealed.ciphertext)
+
+
+def _sealed_of(row: SealedRow) -> Sealed:
+    # Written by this writer from validated events: no need to validate again.
+    return Sealed.model_construct(key_id=row[0], nonce=row[1], ciphertext=row[2])

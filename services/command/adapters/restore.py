@@ -14,10 +14,12 @@ accept a stale base revision or reuse a ``seq``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pickle
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 from aiokafka import TopicPartition
@@ -28,11 +30,14 @@ from contracts.envelope import EventHeader
 from contracts.events import Event, MemoryRemembered, decode_event
 from engram.kafka import consumer
 from engram.logging import get_logger
-from services.command.state import StreamState, evolve
+from services.command.state import StreamState, evolve, from_rows, item_rows
 
 log = get_logger(__name__)
 States = dict[str, StreamState]
 UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
+# A stream's row: (ROW_FORMAT, its state without items, its items' rows). A row of before
+# this format is the pickled StreamState itself, and still loads.
+ROW_FORMAT = 2
 
 
 @dataclass
@@ -142,15 +147,27 @@ class Restorer:
 
 
 def _unpickle(rows: list[asyncpg.Record]) -> States:
-    return {r["stream_id"]: pickle.loads(r["state"]) for r in rows}
+    return {r["stream_id"]: _stream_of(pickle.loads(r["state"])) for r in rows}
+
+
+def _stream_of(stored: Any) -> StreamState:
+    if isinstance(stored, StreamState):  # a row written before ROW_FORMAT
+        return stored
+    _, header, rows = stored
+    return from_rows(header, rows)
 
 
 def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[int, str, bytes]]:
     return [
-        (partition, stream_id, pickle.dumps(states[stream_id], pickle.HIGHEST_PROTOCOL))
+        (partition, stream_id, _pickle_stream(states[stream_id]))
         for stream_id in sorted(dirty)
         if stream_id in states
     ]
+
+
+def _pickle_stream(state: StreamState) -> bytes:
+    header = dataclasses.replace(state, items={}, rows=None, touched=None)
+    return pickle.dumps((ROW_FORMAT, header, item_rows(state)), pickle.HIGHEST_PROTOCOL)
 
 
 def _decode(raw: bytes) -> tuple[EventHeader, Event] | None:
