@@ -122,6 +122,10 @@ class StreamState:
     # part of the state: compared by nothing, stored by no checkpoint.
     rows: dict[str, ItemRow] | None = field(default=None, compare=False, repr=False)
     touched: set[str] | None = field(default=None, compare=False, repr=False)
+    # key -> the items saved under it, in the order of ``items`` (None until the first
+    # use; a cache, as ``rows``): a keyed save finds the key's holder without a scan,
+    # which cost a keyed save about 0.6 ms in a stream of 10,000 memories.
+    keyed: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
 
     def candidates_of(self, run_id: str) -> int:
         return (self.run_candidates or {}).get(run_id, 0)
@@ -142,8 +146,13 @@ class StreamState:
             _keep_newest(self.fingerprints, ANSWERS_KEPT)
 
     def active_by_key(self, key: str) -> Item | None:
-        for item in self.items.values():
-            if item.key == key and item.status == "active":
+        if self.keyed is None:
+            self.keyed = {}
+            for item in self.items.values():
+                if item.key is not None:
+                    self.keyed.setdefault(item.key, []).append(item.item_id)
+        for item_id in self.keyed.get(key, ()):
+            if (item := self.items[item_id]).status == "active":
                 return item
         return None
 
@@ -194,6 +203,10 @@ def _keep_newest(entries: dict[str, Any], kept: int) -> None:
 
 
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:
+    if e.item_id in state.items:  # saved again under its id (not by this writer)
+        state.keyed = None  # rebuilt at its next use
+    elif e.key is not None and state.keyed is not None:
+        state.keyed.setdefault(e.key, []).append(e.item_id)
     state.items[e.item_id] = Item(
         item_id=e.item_id,
         kind=e.kind,

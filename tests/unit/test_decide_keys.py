@@ -3,12 +3,19 @@ was proposed for, and a memory whose key was taken meanwhile is not made active 
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts import commands as c
 from contracts.events import Event, MemoryStatusChanged
+from services.command.adapters.restore import _pickle_stream, _stream_of
 from services.command.core import Context, decide
-from services.command.errors import Conflict
+from services.command.errors import Conflict, DomainError
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
 
@@ -84,3 +91,39 @@ def test_a_memory_whose_key_was_taken_is_not_made_active_again() -> None:
     run(state, c.ArchiveMemory(item_id=new))
     run(state, c.UnarchiveMemory(item_id=old))  # the key is free again
     assert active(state, "lang") == [old]
+
+
+KEYS = ["office", "budget", "editor"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["save", "candidate", "agent", "confirm", "archive",
+                                           "unarchive", "disable", "enable", "forget",
+                                           "checkpoint"]),
+                          st.integers(0, 2), st.integers(0, 5)), max_size=40))
+def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) -> None:
+    """``active_by_key`` answers from its index of keys, kept by ``evolve`` and rebuilt
+    after a load; it must name the same memory as a scan of the items would."""
+    state = StreamState("acme/member:ana")
+    for n, (step, key, slot) in enumerate(steps):
+        ids = list(state.items)
+        item_id = ids[slot % len(ids)] if ids else "missing"
+        cmd: c.Command | None = {
+            "save": c.RememberMemory(content=f"fact {n}", key=KEYS[key]),
+            "candidate": c.RememberMemory(content=f"fact {n}", key=KEYS[key], candidate=True),
+            "agent": c.RememberMemory(content=f"fact {n}", key=KEYS[key]),
+            "confirm": c.ConfirmCandidate(item_id=item_id),
+            "archive": c.ArchiveMemory(item_id=item_id),
+            "unarchive": c.UnarchiveMemory(item_id=item_id),
+            "disable": c.DisableMemory(item_id=item_id, disabled=True),
+            "enable": c.DisableMemory(item_id=item_id, disabled=False),
+            "forget": c.ForgetMemory(item_id=item_id),
+        }.get(step)
+        if cmd is None:  # a new owner loads the stream from its checkpoint row
+            state = _stream_of(pickle.loads(_pickle_stream(state)))
+            continue
+        with contextlib.suppress(DomainError):
+            run(state, cmd, make_context(is_agent=step == "agent"))
+        for k in KEYS:
+            found = state.active_by_key(k)
+            assert (found.item_id if found else None) == next(iter(active(state, k)), None)

@@ -166,7 +166,7 @@ def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[
 
 
 def _pickle_stream(state: StreamState) -> bytes:
-    header = dataclasses.replace(state, items={}, rows=None, touched=None)
+    header = dataclasses.replace(state, items={}, rows=None, touched=None, keyed=None)
     return pickle.dumps((ROW_FORMAT, header, item_rows(state)), pickle.HIGHEST_PROTOCOL)
 
 
