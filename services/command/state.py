@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from contracts.events import (
@@ -30,7 +31,7 @@ from contracts.events import (
 from services.command.context import new_item_id
 
 LinkKey = tuple[str, str]  # (target_id, kind)
-# An item as plain values, the form a checkpoint stores (``item_rows``, ``from_rows``).
+# An item as plain values, the form a checkpoint stores (``changed_rows``, ``from_rows``).
 ItemRow = tuple[Any, ...]
 SealedRow = tuple[str, str, str]  # key_id, nonce, ciphertext
 
@@ -117,13 +118,13 @@ class StreamState:
     # under a used id, and is refused. Events do not carry it: a command decided after
     # the last checkpoint is known after a restore by its answer only.
     fingerprints: dict[str, bytes] | None = None
-    # The items as checkpoint rows (``item_rows``), as of the last checkpoint, and the
-    # items changed since (both None until the first checkpoint or a load from one). Not
-    # part of the state: compared by nothing, stored by no checkpoint.
-    rows: dict[str, ItemRow] | None = field(default=None, compare=False, repr=False)
+    # How many of ``items`` (the first, in order) the checkpoint stores, and the items
+    # changed since it (both None until a checkpoint stored them all or a load from one:
+    # ``changed_rows``). Not part of the state: compared by nothing, stored by no header.
+    stored: int | None = field(default=None, compare=False, repr=False)
     touched: set[str] | None = field(default=None, compare=False, repr=False)
     # key -> the items saved under it, in the order of ``items`` (None until the first
-    # use; a cache, as ``rows``): a keyed save finds the key's holder without a scan,
+    # use; a cache, as ``stored``): a keyed save finds the key's holder without a scan,
     # which cost a keyed save about 0.6 ms in a stream of 10,000 memories.
     keyed: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
 
@@ -334,33 +335,50 @@ _APPLY: dict[type[Event], Any] = {
 
 
 # --- checkpoint rows ------------------------------------------------------------------------
-# A checkpoint stores each changed stream whole. Pickling its items as objects cost about
-# 5 ms a thousand items, for every stream a checkpoint saves, however few of its items
-# changed: more than deciding, once streams held a few hundred items. So a stream keeps its
-# items' rows (plain values, which pickle in C) and re-encodes only the items changed since
-# the last checkpoint (``StreamState.touched``, filled by ``evolve``).
+# A checkpoint stores a stream's state without its items (a header) and each item as a row
+# of plain values, and only the items changed since the last checkpoint
+# (``StreamState.touched``, filled by ``evolve``). Pickling every item of every changed
+# stream at each checkpoint cost about 5 ms a thousand items, however few had changed, and
+# wrote them all to Postgres again.
 
 
-def item_rows(state: StreamState) -> list[ItemRow]:
-    """The stream's items as rows, in their order, for a checkpoint: only the items
-    changed since the last call are encoded again."""
-    rows, touched = state.rows, state.touched
-    if rows is None or touched is None:
-        rows = {item_id: _item_row(item) for item_id, item in state.items.items()}
-    elif touched or len(rows) != len(state.items):
-        rows = {
-            item_id: _item_row(item) if item_id in touched or item_id not in rows else rows[item_id]
-            for item_id, item in state.items.items()
-        }
-    state.rows, state.touched = rows, set()
-    return list(rows.values())
+@dataclass(frozen=True)
+class ChangedRows:
+    """A stream's item rows a checkpoint stores: ``new`` with their place in ``items``,
+    ``changed`` already stored (they keep their place)."""
+
+    new: list[tuple[int, ItemRow]]
+    changed: list[ItemRow]
+
+
+def changed_rows(state: StreamState) -> ChangedRows:
+    """The items to store at a checkpoint: all of them the first time, then only those
+    new or changed since the last call."""
+    stored, touched = state.stored, state.touched
+    if stored is None or touched is None:
+        rows = ChangedRows([(n, _item_row(i)) for n, i in enumerate(state.items.values())], [])
+    else:
+        # Items are only ever added (a forgotten one stays, as a tombstone): the new ones
+        # are the last, in their order.
+        fresh = list(islice(reversed(state.items), len(state.items) - stored))[::-1]
+        new_ids = set(fresh)
+        rows = ChangedRows(
+            [(stored + n, _item_row(state.items[item_id])) for n, item_id in enumerate(fresh)],
+            [
+                _item_row(state.items[item_id])
+                for item_id in sorted(touched - new_ids)
+                if item_id in state.items
+            ],
+        )
+    state.stored, state.touched = len(state.items), set()
+    return rows
 
 
 def from_rows(header: StreamState, rows: list[ItemRow]) -> StreamState:
     """A stream's state from its checkpoint: ``header`` (its state without items) and
-    its items' rows."""
+    its items' rows, in their order."""
     header.items = {row[0]: _item_of(row) for row in rows}
-    header.rows = {row[0]: row for row in rows}
+    header.stored = len(rows)
     header.touched = set()
     return header
 

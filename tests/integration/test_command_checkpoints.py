@@ -11,14 +11,73 @@ import random
 import asyncpg
 import pytest
 
+from contracts import commands as c
 from services.command.adapters.restore import Restorer
-from services.command.state import StreamState
+from services.command.core import decide
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context
 
 pytestmark = pytest.mark.integration
 
 
 def state(stream_id: str, seq: int) -> StreamState:
     return StreamState(stream_id, seq=seq, generation=seq)
+
+
+async def forget_partition(pool: asyncpg.Pool, partition: int) -> None:
+    for table in ("stream_items", "stream_states", "checkpoints"):
+        await pool.execute(f"DELETE FROM command.{table} WHERE events_partition = $1", partition)
+
+
+def run(state: StreamState, cmd: c.Command) -> None:
+    for event in decide(state, cmd, make_context()):
+        evolve(state, state.seq + 1, f"c{state.seq + 1}", event)
+
+
+async def test_items_are_rows_of_their_own_written_when_new_or_changed(
+    stack_settings: dict[str, str],
+) -> None:
+    partition = random.randint(100_000, 900_000)
+    pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
+    assert pool is not None
+    restorer = Restorer(pool, stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
+    written = "SELECT count(*) FROM command.stream_items WHERE events_partition = $1"
+    try:
+        live = StreamState("o/member:ana")
+        for n in range(5):
+            run(live, c.RememberMemory(content=f"fact {n}", key=f"k{n}"))
+        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, 10)
+        assert await pool.fetchval(written, partition) == 5
+
+        ids = list(live.items)
+        run(live, c.PinMemory(item_id=ids[3], pinned=True))
+        run(live, c.RememberMemory(content="fact 5"))
+        run(live, c.RememberMemory(content="fact 1 again", key="k1"))  # a revision of ids[1]
+        before = {
+            r["item_id"]: r["xmin"]
+            for r in await pool.fetch(
+                "SELECT item_id, xmin::text FROM command.stream_items WHERE events_partition = $1",
+                partition,
+            )
+        }
+        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, 20)
+        after = {
+            r["item_id"]: r["xmin"]
+            for r in await pool.fetch(
+                "SELECT item_id, xmin::text FROM command.stream_items WHERE events_partition = $1",
+                partition,
+            )
+        }
+        rewritten = {i for i in after if after[i] != before.get(i)}
+        assert rewritten == {ids[1], ids[3], list(live.items)[5]}  # only these were written
+
+        loaded = (await restorer.load(partition, [live.stream_id]))[live.stream_id]
+        assert loaded == live and list(loaded.items) == list(live.items)
+        assert loaded.active_by_key("k1") is not None
+        assert loaded.active_by_key("k1").item_id == ids[1]  # type: ignore[union-attr]
+    finally:
+        await forget_partition(pool, partition)
+        await pool.close()
 
 
 async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them(
@@ -64,8 +123,5 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
         assert offset == 210 and restored == {}
         assert (await restorer.load(partition, ["o/d"]))["o/d"].seq == 7
     finally:
-        await pool.execute(
-            "DELETE FROM command.stream_states WHERE events_partition = $1", partition
-        )
-        await pool.execute("DELETE FROM command.checkpoints WHERE events_partition = $1", partition)
+        await forget_partition(pool, partition)
         await pool.close()

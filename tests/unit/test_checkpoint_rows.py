@@ -1,26 +1,55 @@
-"""A stream's checkpoint row stores its items as rows, re-encoding only the items changed
-since the last checkpoint: whatever the commands, a row loads back into the state the
-writer holds, in the same item order, and a row of before this format still loads."""
+"""A stream's checkpoint stores its state without items as one row and each item as a row
+of its own, writing only the items new or changed since the last checkpoint: whatever the
+commands, the rows load back into the state the writer holds, in the same item order, and
+rows of before this format still load. (The SQL is the integration test's; here the two
+tables are dictionaries that take the rows as its statements do.)"""
 
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
-from services.command.adapters.restore import _pickle_stream, _stream_of
+from services.command.adapters.restore import _checkpoint_rows, _stream_of
 from services.command.core import decide
 from services.command.errors import DomainError
-from services.command.state import StreamState, evolve
+from services.command.state import StreamState, _item_row, evolve
 from tests.unit.conftest import make_context
 from tests.unit.test_decide_properties import build, steps
 
 
-def reloaded(state: StreamState) -> StreamState:
-    return _stream_of(pickle.loads(_pickle_stream(state)))
+class Stored:
+    """One stream's rows in command.stream_states and command.stream_items."""
+
+    def __init__(self) -> None:
+        self.header = b""
+        self.items: dict[str, tuple[int, bytes]] = {}  # item_id -> (position, row)
+        self.written = 0  # item rows written by the last save
+
+    def save(self, state: StreamState) -> None:
+        rows = _checkpoint_rows(0, {state.stream_id: state}, {state.stream_id})
+        [(_, _, self.header)] = rows.headers
+        for _, item_id, position, item in rows.new:  # INSERT ... ON CONFLICT DO UPDATE
+            self.items[item_id] = (position, item)
+        for _, item_id, item in rows.changed:  # UPDATE ... WHERE item_id
+            assert item_id in self.items
+            self.items[item_id] = (self.items[item_id][0], item)
+        self.written = len(rows.new) + len(rows.changed)
+
+    def load(self) -> StreamState:
+        ordered = sorted(self.items.values())  # ORDER BY position
+        assert [p for p, _ in ordered] == list(range(len(ordered)))
+        return _stream_of(pickle.loads(self.header), [pickle.loads(r) for _, r in ordered])
+
+
+def reloaded(state: StreamState, stored: Stored | None = None) -> StreamState:
+    stored = stored or Stored()
+    stored.save(state)
+    return stored.load()
 
 
 def assert_same(loaded: StreamState, live: StreamState) -> None:
@@ -33,6 +62,7 @@ def assert_same(loaded: StreamState, live: StreamState) -> None:
 @given(st.lists(st.tuples(steps(), st.booleans(), st.booleans()), min_size=1, max_size=40))
 def test_a_checkpoint_row_loads_back_into_the_live_state(sequence: list[Any]) -> None:
     state = StreamState("acme/member:ana")
+    stored = Stored()
     ids: list[str] = []
     seq = 0
     for (kind, a), checkpoint, restart in sequence:
@@ -49,33 +79,34 @@ def test_a_checkpoint_row_loads_back_into_the_live_state(sequence: list[Any]) ->
             if event.item_id not in ids:
                 ids.append(event.item_id)
         if checkpoint:  # the writer saves a checkpoint, and goes on from its own state
-            assert_same(reloaded(state), state)
-            if restart:  # or a new owner goes on from the row
-                state = reloaded(state)
-    assert_same(reloaded(state), state)
+            assert_same(reloaded(state, stored), state)
+            if restart:  # or a new owner goes on from the rows
+                state = stored.load()
+    assert_same(reloaded(state, stored), state)
 
 
-def test_only_changed_items_are_encoded_again() -> None:
-    state = StreamState("acme/member:ana")
+def test_only_new_and_changed_items_are_written() -> None:
+    state, stored = StreamState("acme/member:ana"), Stored()
     ctx = make_context()
     for n in range(3):
         for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
             evolve(state, state.seq + 1, f"c{n}", event)
-    reloaded(state)
-    assert state.touched == set() and state.rows is not None
-    first, second, third = list(state.items)
-    kept = [state.rows[first], state.rows[third]]
+    stored.save(state)
+    assert stored.written == 3 and state.touched == set() and state.stored == 3
+    _, second, _ = list(state.items)
     for event in decide(state, c.PinMemory(item_id=second, pinned=True), ctx):
         evolve(state, state.seq + 1, "pin", event)
-    assert state.touched == {second}
-    assert_same(reloaded(state), state)
-    assert [state.rows[first], state.rows[third]] == kept  # not encoded again
-    assert state.rows[first] is kept[0] and state.rows[third] is kept[1]
-    assert state.rows[second][4] is True  # pinned
+    for event in decide(state, c.RememberMemory(content="fact 3"), ctx):
+        evolve(state, state.seq + 1, "c3", event)
+    assert state.touched == {second, list(state.items)[3]}
+    assert_same(reloaded(state, stored), state)
+    assert stored.written == 2  # the pinned one and the new one
+    stored.save(state)
+    assert stored.written == 0  # nothing changed since
 
 
 def test_forgetting_a_target_rewrites_the_rows_that_linked_to_it() -> None:
-    state = StreamState("acme/member:ana")
+    state, stored = StreamState("acme/member:ana"), Stored()
     ctx = make_context()
     for n in range(2):
         for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
@@ -84,21 +115,29 @@ def test_forgetting_a_target_rewrites_the_rows_that_linked_to_it() -> None:
     for cmd in [c.LinkMemory(item_id=source, target_id=target, kind="related")]:
         for event in decide(state, cmd, ctx):
             evolve(state, state.seq + 1, "link", event)
-    reloaded(state)
+    stored.save(state)
     for event in decide(state, c.ForgetMemory(item_id=target), ctx):
         evolve(state, state.seq + 1, "forget", event)
     assert source in (state.touched or set())  # its link to the forgotten memory went
-    loaded = reloaded(state)
+    loaded = reloaded(state, stored)
     assert_same(loaded, state)
     assert not loaded.items[source].links
 
 
-def test_a_row_of_before_the_format_still_loads() -> None:
+def test_rows_of_before_the_format_still_load() -> None:
     state = StreamState("acme/member:ana")
-    for event in decide(state, c.RememberMemory(content="tea"), make_context()):
-        evolve(state, 1, "c1", event)
-    legacy = pickle.loads(pickle.dumps(state))  # a row was the pickled state itself
-    loaded = _stream_of(legacy)
-    assert_same(loaded, state)
-    assert loaded.touched is None  # tracked only once its items are rows
-    assert_same(reloaded(loaded), state)
+    ctx = make_context()
+    for n in range(2):
+        for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
+            evolve(state, state.seq + 1, f"c{n}", event)
+    whole = pickle.loads(pickle.dumps(state))  # a row was the pickled state itself
+    with_items = pickle.loads(  # then the state without items, and every item's row
+        pickle.dumps((2, replace(state, items={}), [_item_row(i) for i in state.items.values()]))
+    )
+    for legacy in (whole, with_items):
+        loaded = _stream_of(legacy, [])
+        assert_same(loaded, state)
+        assert loaded.stored is None  # none of its items is in command.stream_items yet
+        stored = Stored()
+        assert_same(reloaded(loaded, stored), state)
+        assert stored.written == 2  # so the next checkpoint writes them all

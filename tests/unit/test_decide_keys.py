@@ -4,7 +4,6 @@ was proposed for, and a memory whose key was taken meanwhile is not made active 
 from __future__ import annotations
 
 import contextlib
-import pickle
 from typing import Any
 
 import pytest
@@ -13,11 +12,11 @@ from hypothesis import strategies as st
 
 from contracts import commands as c
 from contracts.events import Event, MemoryStatusChanged
-from services.command.adapters.restore import _pickle_stream, _stream_of
 from services.command.core import Context, decide
 from services.command.errors import Conflict, DomainError
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
+from tests.unit.test_checkpoint_rows import Stored
 
 
 def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
@@ -104,7 +103,7 @@ KEYS = ["office", "budget", "editor"]
 def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) -> None:
     """``active_by_key`` answers from its index of keys, kept by ``evolve`` and rebuilt
     after a load; it must name the same memory as a scan of the items would."""
-    state = StreamState("acme/member:ana")
+    state, stored = StreamState("acme/member:ana"), Stored()
     for n, (step, key, slot) in enumerate(steps):
         ids = list(state.items)
         item_id = ids[slot % len(ids)] if ids else "missing"
@@ -119,8 +118,9 @@ def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) ->
             "enable": c.DisableMemory(item_id=item_id, disabled=False),
             "forget": c.ForgetMemory(item_id=item_id),
         }.get(step)
-        if cmd is None:  # a new owner loads the stream from its checkpoint row
-            state = _stream_of(pickle.loads(_pickle_stream(state)))
+        if cmd is None:  # a new owner loads the stream from its checkpoint
+            stored.save(state)
+            state = stored.load()
             continue
         with contextlib.suppress(DomainError):
             run(state, cmd, make_context(is_agent=step == "agent"))

@@ -1,9 +1,11 @@
 """Restore a partition's decision state: the last checkpoint plus the events after it.
 
-A checkpoint is incremental: each stream's state is a row, rewritten only when the
-stream changed since the previous checkpoint, and the partition's row names the event
-offset all of them are valid at (they are written in one transaction). So a stream's
-row is its whole state unless the stream has events after that offset.
+A checkpoint is incremental: each stream's state without its items is a row
+(``command.stream_states``), rewritten only when the stream changed since the previous
+checkpoint, and each item is a row of its own (``command.stream_items``), written only
+when it is new or changed. The partition's row names the event offset all of them are
+valid at (they are written in one transaction). So a stream's rows are its whole state
+unless the stream has events after that offset.
 
 A restore therefore loads only the rows of the streams the replay touches; the writer
 loads any other stream's row when a command for it arrives (``load``). The writer must
@@ -18,7 +20,7 @@ import dataclasses
 import pickle
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -30,14 +32,26 @@ from contracts.envelope import EventHeader
 from contracts.events import Event, MemoryRemembered, decode_event
 from engram.kafka import consumer
 from engram.logging import get_logger
-from services.command.state import StreamState, evolve, from_rows, item_rows
+from services.command.state import StreamState, changed_rows, evolve, from_rows
 
 log = get_logger(__name__)
 States = dict[str, StreamState]
 UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
-# A stream's row: (ROW_FORMAT, its state without items, its items' rows). A row of before
-# this format is the pickled StreamState itself, and still loads.
-ROW_FORMAT = 2
+# A stream's row: (ROW_FORMAT, its state without items); its items are rows of
+# command.stream_items. Rows of before still load: the pickled StreamState itself, and
+# (2, the state without items, every item's row).
+ROW_FORMAT = 3
+ItemRecord = tuple[str, str, int, bytes]  # stream_id, item_id, position, pickled row
+
+
+@dataclass
+class CheckpointRows:
+    """What a checkpoint writes: the changed streams' headers, their new items (with
+    their place) and their changed items."""
+
+    headers: list[tuple[int, str, bytes]] = field(default_factory=list)
+    new: list[ItemRecord] = field(default_factory=list)
+    changed: list[tuple[str, str, bytes]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,30 +98,61 @@ class Restorer:
 
     async def load(self, partition: int, stream_ids: Collection[str]) -> States:
         """The checkpoint rows of these streams (a stream without one is new)."""
-        rows = await self._pool.fetch(
-            "SELECT stream_id, state FROM command.stream_states "
-            "WHERE events_partition = $1 AND stream_id = ANY($2)",
-            partition,
-            list(stream_ids),
-        )
-        if sum(len(r["state"]) for r in rows) < UNPICKLE_INLINE_BYTES:
-            return _unpickle(rows)
+        async with self._pool.acquire() as conn:
+            headers = await conn.fetch(
+                "SELECT stream_id, state FROM command.stream_states "
+                "WHERE events_partition = $1 AND stream_id = ANY($2)",
+                partition,
+                list(stream_ids),
+            )
+            items = await conn.fetch(
+                "SELECT stream_id, item FROM command.stream_items "
+                "WHERE events_partition = $1 AND stream_id = ANY($2) "
+                "ORDER BY stream_id, position",
+                partition,
+                [h["stream_id"] for h in headers],
+            )
+        size = sum(len(r["state"]) for r in headers) + sum(len(r["item"]) for r in items)
+        if size < UNPICKLE_INLINE_BYTES:
+            return _unpickle(headers, items)
         # Unpickling many large streams takes a while: off the event loop, which keeps the
         # other partitions' writers and the consumer's heartbeats going meanwhile.
-        return await asyncio.to_thread(_unpickle, rows)
+        return await asyncio.to_thread(_unpickle, headers, items)
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
-        """Rewrite the changed streams' rows and the offset they are valid at, atomically."""
+        """Write the changed streams' headers, their new and changed items, and the offset
+        they are valid at, atomically."""
         # The writer awaits this before it takes another batch, so the states hold still.
-        rows = await asyncio.to_thread(_pickle_rows, partition, states, dirty)
+        rows = await asyncio.to_thread(_checkpoint_rows, partition, states, dirty)
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.executemany(
                 """INSERT INTO command.stream_states (events_partition, stream_id, state)
                    VALUES ($1, $2, $3)
                    ON CONFLICT (events_partition, stream_id)
                    DO UPDATE SET state = EXCLUDED.state""",
-                rows,
+                rows.headers,
             )
+            if rows.new:
+                await conn.execute(
+                    """INSERT INTO command.stream_items
+                           (events_partition, stream_id, item_id, position, item)
+                       SELECT $1, s, i, p, r
+                       FROM unnest($2::text[], $3::text[], $4::integer[], $5::bytea[])
+                            AS u(s, i, p, r)
+                       ON CONFLICT (events_partition, stream_id, item_id)
+                       DO UPDATE SET position = EXCLUDED.position, item = EXCLUDED.item""",
+                    partition,
+                    *(list(column) for column in zip(*rows.new, strict=True)),
+                )
+            if rows.changed:
+                await conn.execute(
+                    """UPDATE command.stream_items t SET item = u.r
+                       FROM unnest($2::text[], $3::text[], $4::bytea[]) AS u(s, i, r)
+                       WHERE t.events_partition = $1 AND t.stream_id = u.s
+                         AND t.item_id = u.i""",
+                    partition,
+                    *(list(column) for column in zip(*rows.changed, strict=True)),
+                )
             await conn.execute(
                 """INSERT INTO command.checkpoints (events_partition, next_offset, state)
                    VALUES ($1, $2, NULL)
@@ -146,28 +191,43 @@ class Restorer:
             await events.stop()
 
 
-def _unpickle(rows: list[asyncpg.Record]) -> States:
-    return {r["stream_id"]: _stream_of(pickle.loads(r["state"])) for r in rows}
+def _unpickle(headers: list[asyncpg.Record], items: list[asyncpg.Record]) -> States:
+    rows: dict[str, list[Any]] = {}
+    for record in items:
+        rows.setdefault(record["stream_id"], []).append(pickle.loads(record["item"]))
+    return {
+        r["stream_id"]: _stream_of(pickle.loads(r["state"]), rows.get(r["stream_id"], []))
+        for r in headers
+    }
 
 
-def _stream_of(stored: Any) -> StreamState:
-    if isinstance(stored, StreamState):  # a row written before ROW_FORMAT
+def _stream_of(stored: Any, rows: list[Any]) -> StreamState:
+    if isinstance(stored, StreamState):  # a row of before item rows: the whole state
         return stored
-    _, header, rows = stored
-    return from_rows(header, rows)
+    if stored[0] == 2:  # (2, header, every item's row), none in command.stream_items
+        state = from_rows(stored[1], stored[2])
+        state.stored = state.touched = None  # the next checkpoint stores every item
+        return state
+    return from_rows(stored[1], rows)
 
 
-def _pickle_rows(partition: int, states: States, dirty: set[str]) -> list[tuple[int, str, bytes]]:
-    return [
-        (partition, stream_id, _pickle_stream(states[stream_id]))
-        for stream_id in sorted(dirty)
-        if stream_id in states
-    ]
+def _checkpoint_rows(partition: int, states: States, dirty: set[str]) -> CheckpointRows:
+    rows = CheckpointRows()
+    for stream_id in sorted(dirty):
+        if (state := states.get(stream_id)) is None:
+            continue
+        header = dataclasses.replace(state, items={}, stored=None, touched=None, keyed=None)
+        rows.headers.append(
+            (partition, stream_id, pickle.dumps((ROW_FORMAT, header), pickle.HIGHEST_PROTOCOL))
+        )
+        items = changed_rows(state)
+        rows.new += [(stream_id, row[0], n, _pickled(row)) for n, row in items.new]
+        rows.changed += [(stream_id, row[0], _pickled(row)) for row in items.changed]
+    return rows
 
 
-def _pickle_stream(state: StreamState) -> bytes:
-    header = dataclasses.replace(state, items={}, rows=None, touched=None, keyed=None)
-    return pickle.dumps((ROW_FORMAT, header, item_rows(state)), pickle.HIGHEST_PROTOCOL)
+def _pickled(row: tuple[Any, ...]) -> bytes:
+    return pickle.dumps(row, pickle.HIGHEST_PROTOCOL)
 
 
 def _decode(raw: bytes) -> tuple[EventHeader, Event] | None:
