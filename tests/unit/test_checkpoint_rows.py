@@ -85,19 +85,24 @@ def test_a_checkpoint_row_loads_back_into_the_live_state(sequence: list[Any]) ->
     assert_same(reloaded(state, stored), state)
 
 
+def run(state: StreamState, *commands: c.Command) -> None:
+    for cmd in commands:
+        for event in decide(state, cmd, make_context()):
+            evolve(state, state.seq + 1, f"c{state.seq + 1}", event)
+
+
+def saved(count: int) -> StreamState:
+    state = StreamState("acme/member:ana")
+    run(state, *(c.RememberMemory(content=f"fact {n}") for n in range(count)))
+    return state
+
+
 def test_only_new_and_changed_items_are_written() -> None:
-    state, stored = StreamState("acme/member:ana"), Stored()
-    ctx = make_context()
-    for n in range(3):
-        for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
-            evolve(state, state.seq + 1, f"c{n}", event)
+    state, stored = saved(3), Stored()
     stored.save(state)
     assert stored.written == 3 and state.touched == set() and state.stored == 3
     _, second, _ = list(state.items)
-    for event in decide(state, c.PinMemory(item_id=second, pinned=True), ctx):
-        evolve(state, state.seq + 1, "pin", event)
-    for event in decide(state, c.RememberMemory(content="fact 3"), ctx):
-        evolve(state, state.seq + 1, "c3", event)
+    run(state, c.PinMemory(item_id=second, pinned=True), c.RememberMemory(content="fact 3"))
     assert state.touched == {second, list(state.items)[3]}
     assert_same(reloaded(state, stored), state)
     assert stored.written == 2  # the pinned one and the new one
@@ -106,18 +111,11 @@ def test_only_new_and_changed_items_are_written() -> None:
 
 
 def test_forgetting_a_target_rewrites_the_rows_that_linked_to_it() -> None:
-    state, stored = StreamState("acme/member:ana"), Stored()
-    ctx = make_context()
-    for n in range(2):
-        for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
-            evolve(state, state.seq + 1, f"c{n}", event)
+    state, stored = saved(2), Stored()
     source, target = list(state.items)
-    for cmd in [c.LinkMemory(item_id=source, target_id=target, kind="related")]:
-        for event in decide(state, cmd, ctx):
-            evolve(state, state.seq + 1, "link", event)
+    run(state, c.LinkMemory(item_id=source, target_id=target, kind="related"))
     stored.save(state)
-    for event in decide(state, c.ForgetMemory(item_id=target), ctx):
-        evolve(state, state.seq + 1, "forget", event)
+    run(state, c.ForgetMemory(item_id=target))
     assert source in (state.touched or set())  # its link to the forgotten memory went
     loaded = reloaded(state, stored)
     assert_same(loaded, state)
@@ -125,11 +123,7 @@ def test_forgetting_a_target_rewrites_the_rows_that_linked_to_it() -> None:
 
 
 def test_rows_of_before_the_format_still_load() -> None:
-    state = StreamState("acme/member:ana")
-    ctx = make_context()
-    for n in range(2):
-        for event in decide(state, c.RememberMemory(content=f"fact {n}"), ctx):
-            evolve(state, state.seq + 1, f"c{n}", event)
+    state = saved(2)
     whole = pickle.loads(pickle.dumps(state))  # a row was the pickled state itself
     with_items = pickle.loads(  # then the state without items, and every item's row
         pickle.dumps((2, replace(state, items={}), [_item_row(i) for i in state.items.values()]))
