@@ -222,10 +222,7 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
         if cmd.disabled
         else {"disabled": "active", "active": "active"}
     )
-    item = find_item(state, cmd.item_id)
-    check_owner(item, ctx)
-    if not cmd.disabled and item.status == "disabled":
-        check_key_free(state, item)
+    check_owner(find_item(state, cmd.item_id), ctx)
     return transition(state, cmd.item_id, allowed)
 
 
@@ -238,10 +235,7 @@ def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Eve
 
 
 def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
-    item = find_item(state, cmd.item_id)
-    check_owner(item, ctx)
-    if item.status == "archived":
-        check_key_free(state, item)
+    check_owner(find_item(state, cmd.item_id), ctx)
     return transition(state, cmd.item_id, {"archived": "active"})
 
 

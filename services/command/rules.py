@@ -107,6 +107,10 @@ def transition(
         )
     if target == item.status:
         return []
+    # Back to active by any path (an enable, an unarchive, a merged proposal of either); a
+    # confirmed candidate instead replaces the key's holder (``replaced_on_confirm``).
+    if target == "active" and item.status in ("archived", "disabled"):
+        check_key_free(state, item)
     return [status_change(item, target, superseded_by)]
 
 

@@ -107,6 +107,25 @@ def test_archive_and_unarchive_proposals_change_the_status() -> None:
     assert isinstance(restored, MemoryStatusChanged) and restored.status == "active"
 
 
+@pytest.mark.parametrize(("away", "back"), [("archive", "unarchive"), ("disable", "enable")])
+def test_a_merge_never_makes_a_second_memory_active_under_one_key(away: str, back: str) -> None:
+    """QA: a merged unarchive or enable made a memory active beside the one that took its
+    key meanwhile, which a direct unarchive or enable refuses (409 held_by)."""
+    state = StreamState("acme/shared")
+    [office] = run(state, c.RememberMemory(content="The office is in Berlin.", key="office",
+                                           scope="shared"), ctx("bob"))
+    pid = propose(state, office.item_id, member="ana", change=away, content=None)
+    run(state, c.MergeProposal(proposal_id=pid), ctx("bob"))
+    [paris] = run(state, c.RememberMemory(content="The office is in Paris.", key="office",
+                                          scope="shared"), ctx("bob"))
+    pid = propose(state, office.item_id, member="ana", change=back, content=None)
+    with pytest.raises(Conflict) as refused:
+        run(state, c.MergeProposal(proposal_id=pid), ctx("bob"))
+    assert refused.value.extra["held_by"] == paris.item_id
+    assert [i.item_id for i in state.items.values() if i.status == "active"] == [paris.item_id]
+    assert state.proposals is not None and state.proposals[pid].status == "pending"
+
+
 def test_pin_and_status_proposals_apply_once_merged() -> None:
     state = StreamState("acme/shared")
     item = anas_memory(state)
