@@ -142,9 +142,19 @@ class StreamState:
 
     def record_fingerprint(self, command_id: str, digest: bytes) -> None:
         if command_id in self.results:  # it was answered (it wrote events)
-            self.fingerprints = self.fingerprints or {}
-            self.fingerprints[command_id] = digest
-            _keep_newest(self.fingerprints, ANSWERS_KEPT)
+            self.fingerprints = kept = self.fingerprints or {}
+            kept[command_id] = digest
+            while next(iter(kept)) not in self.results:  # the oldest lost their answers
+                del kept[next(iter(kept))]
+
+    def fingerprint_of(self, command_id: str) -> bytes | None:
+        """The digest a repeat of this command is held to, while its answer is kept. (After
+        a restore a stream holds fewer digests than answers: the commands decided after the
+        checkpoint have none. Kept by count, the oldest digests outlived their answers, and
+        whether a repeat was refused hung on when the service last restarted.)"""
+        if command_id not in self.results:
+            return None
+        return (self.fingerprints or {}).get(command_id)
 
     def active_by_key(self, key: str) -> Item | None:
         if self.keyed is None:

@@ -105,3 +105,29 @@ def test_a_repeat_gets_the_first_answer_with_its_version_and_receipt() -> None:
     assert len(cleared["receipt"]["erased"]) == 2  # type: ignore[index]
     assert cleared_again["receipt"] == cleared["receipt"]
     assert "item_id" not in cleared and "item_id" not in cleared_again
+
+
+def test_a_digest_holds_a_repeat_only_while_its_answer_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QA: after a restore a stream held fewer digests than answers (the commands decided
+    after the checkpoint have none), so digests kept by count outlived their answers: an
+    old command id sent with another body was refused (422) after a restart and answered
+    from its item without one."""
+    monkeypatch.setattr(state_module, "ANSWERS_KEPT", 10)
+    live = StreamState("acme/member:ana")
+    for n in range(10):
+        save(live, f"cmd-{n}", f"text {n}")
+        live.record_fingerprint(f"cmd-{n}", f"digest {n}".encode())
+    restored = pickle.loads(pickle.dumps(live))  # the checkpoint
+    for n in range(10, 13):  # decided by the writer; replayed, without digests, by the next
+        save(live, f"cmd-{n}", f"text {n}")
+        live.record_fingerprint(f"cmd-{n}", f"digest {n}".encode())
+        save(restored, f"cmd-{n}", f"text {n}")
+    for state in (live, restored):
+        assert state.fingerprint_of("cmd-2") is None  # its answer is gone: known by its item
+        assert state.first_answer("cmd-2") is not None
+        assert state.fingerprint_of("cmd-5") == b"digest 5"
+    assert live.fingerprint_of("cmd-11") == b"digest 11"
+    assert restored.fingerprint_of("cmd-11") is None  # the README's known limit
+    assert live.fingerprints is not None and len(live.fingerprints) == 10

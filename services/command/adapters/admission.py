@@ -135,7 +135,7 @@ def repeat_reply(
         caller(verifier, env, d.appended_at)
     except DomainError as exc:
         return refused(env, exc)
-    known = (state.fingerprints or {}).get(env.command_id)
+    known = state.fingerprint_of(env.command_id)
     if known is None or env.once:
         return repeated(env, first, same=True)
     try:
