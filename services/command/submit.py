@@ -191,5 +191,8 @@ def _response(reply: CommandReply, created: bool, command: c.Command) -> JSONRes
             r.status, r.title, r.detail, r.code, command_id=reply.command_id, **extra
         )
     body = {"command_id": reply.command_id, **reply.result, "events": reply.events}
-    status = 201 if created and not reply.result.get("duplicate") else 200
+    # 201 only for a memory this command made: a keyed save that revised the key's holder,
+    # or a repeat, changed or made nothing new.
+    made = created and reply.result.get("revision") == 1 and not reply.result.get("duplicate")
+    status = 201 if made else 200
     return JSONResponse(body, status_code=status)

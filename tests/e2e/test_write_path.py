@@ -77,6 +77,21 @@ async def test_the_item_lifecycle_over_http(services: dict[str, str]) -> None:
         assert got["content"] == "Ana prefers black tea" and got["pinned"]
 
 
+async def test_a_keyed_save_revises_the_keys_memory_and_answers_200(
+    services: dict[str, str],
+) -> None:
+    """One key holds one fact: a second save under a key revises its memory; the answer is
+    200 naming that memory, not 201 as for a memory made (QA)."""
+    ana = caller()
+    async with httpx.AsyncClient(timeout=30) as http:
+        first = await remember(http, services["command"], ana, content="Ana drinks tea",
+                               key="drink")
+        again = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
+                                json={"content": "Ana drinks coffee", "key": "drink"})
+        assert again.status_code == 200, again.text
+        assert (again.json()["item_id"], again.json()["revision"]) == (first["item_id"], 2)
+
+
 async def _get(http: httpx.AsyncClient, url: str, who: Caller, item_id: str,
                revision: int) -> dict[str, Any] | None:
     r = await http.get(f"{url}/v1/memories/{item_id}", headers=who.headers)
