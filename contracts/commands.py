@@ -160,6 +160,7 @@ class CorrectMemory(ItemCommand):
     user_message: str | None = Field(default=None, max_length=20_000)
     related_ids: RelatedIds = ()
     run_id: RunId | None = None  # as RememberMemory's: an inference waits as a candidate
+    resave_forgotten: StrictBool = False  # as RememberMemory's: forgotten text needs it
 
 
 class RestoreRevision(ItemCommand):

@@ -34,6 +34,7 @@ from services.command.rules import (
     check_base,
     check_key_free,
     check_may_forget,
+    check_not_forgotten,
     check_owner,
     check_run_cap,
     check_superseded_by,
@@ -80,12 +81,7 @@ def _pruned(state: StreamState, events: list[Event], keep: int | None) -> list[E
 
 def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Event]:
     digest = ctx.content_hash(cmd.content)
-    if digest in state.forgotten_hashes and not cmd.resave_forgotten:
-        raise Conflict(
-            "this text was forgotten before; send resave_forgotten=true if you mean "
-            "to save it again",
-            content=cmd.content,
-        )
+    check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     confirmed = not cmd.candidate and (
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
@@ -125,6 +121,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
+    check_not_forgotten(state, ctx.content_hash(cmd.content), cmd.resave_forgotten, cmd.content)
     confirmed = not ctx.is_agent or user_asked_to_save(
         cmd.user_message, cmd.content, shared=ctx.scope == "shared"
     )

@@ -22,7 +22,14 @@ from services.command.errors import (
     InvalidCommand,
     ProposalNotFound,
 )
-from services.command.rules import check_base, check_superseded_by, find_item, transition
+from services.command.rules import (
+    check_base,
+    check_not_forgotten,
+    check_superseded_by,
+    find_item,
+    superseded_by_error,
+    transition,
+)
 from services.command.state import Item, Proposal, StreamState
 
 
@@ -32,6 +39,8 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
     check_superseded_by(state, item.item_id, cmd.superseded_by)
+    if cmd.content is not None:  # a proposal never carries forgotten text back
+        check_not_forgotten(state, ctx.content_hash(cmd.content), False, cmd.content)
     if not _applies(item, cmd, ctx):
         raise Conflict(
             f"memory {item.item_id} holds this text already: the correction changes nothing"
@@ -118,6 +127,8 @@ def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]
         return [_resolve(cmd.proposal_id, proposal, "expired")]
     if item.revision != proposal.base_revision:  # never rebased
         return [_resolve(cmd.proposal_id, proposal, "outdated")]
+    if _overtaken(state, item, proposal):
+        return [_resolve(cmd.proposal_id, proposal, "outdated")]
     change: list[Event]
     if proposal.change == "correct":
         assert proposal.content is not None
@@ -143,6 +154,16 @@ def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]
         allowed = _TRANSITIONS[proposal.change]  # only an archive carries superseded_by
         change = transition(state, item.item_id, allowed, proposal.superseded_by)
     return [*change, _resolve(cmd.proposal_id, proposal, "merged")]
+
+
+def _overtaken(state: StreamState, item: Item, proposal: Proposal) -> bool:
+    """The scope changed since the proposal so that it can no longer apply as proposed:
+    the memory it named to supersede this one is no longer active, or its text was
+    forgotten since (a merge never brings forgotten text back)."""
+    if superseded_by_error(state, item.item_id, proposal.superseded_by) is not None:
+        return True
+    content = proposal.content
+    return content is not None and content.content_hash in state.forgotten_hashes
 
 
 # A status proposal's transitions, from the status it applies to.

@@ -124,14 +124,32 @@ def status_change(item: Item, status: str, superseded_by: str | None = None) -> 
     )
 
 
-def check_superseded_by(state: StreamState, item_id: str, superseded_by: str | None) -> None:
+def check_not_forgotten(state: StreamState, digest: str, resave: bool, text: str) -> None:
+    """Forgotten text is not saved again, by a save or a correction, unless the caller
+    says it means it (``resave_forgotten``)."""
+    if digest in state.forgotten_hashes and not resave:
+        raise Conflict(
+            "this text was forgotten before; send resave_forgotten=true if you mean "
+            "to save it again",
+            content=text,
+        )
+
+
+def superseded_by_error(state: StreamState, item_id: str, superseded_by: str | None) -> str | None:
+    """Why ``superseded_by`` cannot replace the memory, if it cannot."""
     if superseded_by is None:
-        return
+        return None
     if superseded_by == item_id:
-        raise InvalidCommand(f"memory {item_id} cannot be superseded by itself")
+        return f"memory {item_id} cannot be superseded by itself"
     replacement = state.items.get(superseded_by)
     if replacement is None or replacement.status != "active":
-        raise InvalidCommand(f"superseded_by {superseded_by} is not an active memory of this scope")
+        return f"superseded_by {superseded_by} is not an active memory of this scope"
+    return None
+
+
+def check_superseded_by(state: StreamState, item_id: str, superseded_by: str | None) -> None:
+    if (error := superseded_by_error(state, item_id, superseded_by)) is not None:
+        raise InvalidCommand(error)
 
 
 def new_revision(

@@ -108,6 +108,20 @@ def test_forget_is_terminal_keeps_hashes_and_refuses_an_accidental_resave() -> N
                                                   resave_forgotten=True))[0], MemoryRemembered)
 
 
+def test_a_correction_brings_forgotten_text_back_only_when_the_caller_means_it() -> None:
+    """QA: a correction to the text of a forgotten memory was saved without a word."""
+    state = StreamState("s")
+    locker = remembered(state, "My locker number is 42.")
+    other = remembered(state, "My locker is on floor 2.")
+    run(state, c.ForgetMemory(item_id=locker))
+    with pytest.raises(Conflict, match="forgotten before"):
+        run(state, c.CorrectMemory(item_id=other, base_revision=1,
+                                   content="my locker number is 42."))
+    [revised] = run(state, c.CorrectMemory(item_id=other, base_revision=1, resave_forgotten=True,
+                                           content="My locker number is 42."))
+    assert state.items[other].revision == 2 and revised.item_id == other
+
+
 def test_clear_forgets_every_memory_of_the_scope_only_when_confirmed() -> None:
     state = StreamState("s")
     active, old = remembered(state, "tea at four"), remembered(state, "coffee at nine")

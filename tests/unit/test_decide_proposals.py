@@ -126,6 +126,28 @@ def test_a_merge_never_makes_a_second_memory_active_under_one_key(away: str, bac
     assert state.proposals is not None and state.proposals[pid].status == "pending"
 
 
+def test_a_merge_the_scope_overtook_is_outdated_and_applies_nothing() -> None:
+    """QA: an archive merged after its superseding memory was forgotten linked the
+    forgotten memory again; a correction merged after its text was forgotten elsewhere
+    brought that text back."""
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    [newer] = run(state, c.RememberMemory(content="Standup: 10:00.", scope="shared"), ctx("ana"))
+    archive = propose(state, item, change="archive", content=None, superseded_by=newer.item_id)
+    correct = propose(state, item, content="Standup is at 10:00 sharp.")
+    run(state, c.ForgetMemory(item_id=newer.item_id), ctx("ana"))
+    [resolved] = run(state, c.MergeProposal(proposal_id=archive), ctx("ana"))
+    assert isinstance(resolved, Resolved) and resolved.status == "outdated"
+    [saved] = run(state, c.RememberMemory(content="Standup is at 10:00 sharp.", scope="shared"),
+                  ctx("ana"))
+    run(state, c.ForgetMemory(item_id=saved.item_id), ctx("ana"))
+    [resolved] = run(state, c.MergeProposal(proposal_id=correct), ctx("ana"))
+    assert isinstance(resolved, Resolved) and resolved.status == "outdated"
+    assert state.items[item].status == "active" and state.items[item].revision == 1
+    with pytest.raises(Conflict, match="forgotten before"):  # nor is it proposed again
+        propose(state, item, content="Standup is at 10:00 sharp.")
+
+
 def test_pin_and_status_proposals_apply_once_merged() -> None:
     state = StreamState("acme/shared")
     item = anas_memory(state)
