@@ -122,6 +122,8 @@ def _changed(
                 for i in written
             ]
         }
+    if not events and (item := state.items.get(getattr(cmd, "item_id", ""))) is not None:
+        return {"item_id": item.item_id, "revision": item.revision, "status": item.status}
     return dict(state.results.get(command_id, {}))
 
 

@@ -147,6 +147,16 @@ class StreamState:
             while next(iter(kept)) not in self.results:  # the oldest lost their answers
                 del kept[next(iter(kept))]
 
+    def record_answer(self, command_id: str, answer: dict[str, Any]) -> None:
+        """Keep the answer of a command that wrote no events (a change that changed
+        nothing), so that its retry gets it instead of being decided again, maybe to
+        another effect. No event holds it: after a restart it is known only if decided
+        before the last checkpoint."""
+        self.results[command_id] = {
+            k: v for k, v in answer.items() if k not in ("stream_id", "receipt")
+        }
+        _keep_newest(self.results, ANSWERS_KEPT)
+
     def fingerprint_of(self, command_id: str) -> bytes | None:
         """The digest a repeat of this command is held to, while its answer is kept. (After
         a restore a stream holds fewer digests than answers: the commands decided after the

@@ -150,3 +150,30 @@ async def test_every_route_holds_to_expected_version_and_its_fields(
                            ("/v1/memories/ingest", {"messages": [{"content": "x", "bogus": 1}]})):
             r = await api.post(ana, path, **body)
             assert (r.status_code, "bogus" in r.json()["detail"]) == (422, True), r.text
+
+
+async def test_a_retry_of_a_command_that_changed_nothing_gets_its_first_answer(
+        services: dict[str, str]) -> None:
+    """QA: a pin of a pinned memory wrote nothing and kept no answer, so its retry after an
+    unpin was decided again and pinned the memory a second time."""
+    ana = caller()
+    key = f"noop-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        saved = await api.post(ana, "/v1/memories", content="Standup is at 9:30.", pinned=True)
+        item = saved.json()["item_id"]
+        first = await api.keyed(ana, key, f"/v1/memories/{item}/pin")
+        assert first.status_code == 200, first.text
+        assert (first.json()["events"], first.json()["item_id"]) == ([], item)
+        unpinned = await api.post(ana, f"/v1/memories/{item}/unpin")
+        assert unpinned.status_code == 200, unpinned.text
+        again = await api.keyed(ana, key, f"/v1/memories/{item}/pin")
+        assert again.status_code == 200, again.text
+        assert again.json()["duplicate"] is True and again.json()["events"] == []
+        assert again.json()["revision"] == first.json()["revision"]
+
+        async def unpinned_read() -> dict[str, Any] | None:
+            got = await api.memory(ana, item)
+            return got if got and got["revision"] == 2 else None
+
+        assert (await eventually(unpinned_read, what="the unpin"))["pinned"] is False

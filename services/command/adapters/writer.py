@@ -235,8 +235,12 @@ class PartitionWriter:
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
+        result = answer(cmd, state, env.command_id, events)
+        if not events:  # it changed nothing: a retry gets this answer, not a new decision
+            state.record_answer(env.command_id, result)
+            self.dirty.add(state.stream_id)
         state.record_fingerprint(env.command_id, fingerprint(cmd, self._keys.master))
-        await self._reply(d, accepted(env, answer(cmd, state, env.command_id, events), ids))
+        await self._reply(d, accepted(env, result, ids))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
