@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession, PromoteSession
 from contracts.envelope import CommandEnvelope, CommandReply
-from contracts.events import Event, MemoryForgotten
+from contracts.events import Event, MemoryForgotten, MemoryStatusChanged
 from engram.crypto import SENSITIVE_FIELDS, MasterKey
 from services.command.errors import DomainError, IdempotencyKeyReused, InvalidCommand
 from services.command.state import StreamState
@@ -114,8 +114,8 @@ def _with_receipt(
 def _changed(
     cmd: Command, state: StreamState, command_id: str, events: list[Event]
 ) -> dict[str, Any]:
-    if isinstance(cmd, PromoteSession | ForkSession):
-        written = dict.fromkeys(e.item_id for e in events)
+    if isinstance(cmd, PromoteSession | ForkSession):  # not the memories they archived
+        written = dict.fromkeys(e.item_id for e in events if not isinstance(e, MemoryStatusChanged))
         return {
             "copied": [
                 {"item_id": i, "revision": state.items[i].revision, "key": state.items[i].key}

@@ -68,3 +68,4 @@ class Copy:
     pinned: bool
     tags: tuple[str, ...]
     sources: tuple[str, ...]
+    expires_at: datetime | None = None  # the copy expires when its source does

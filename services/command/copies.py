@@ -16,7 +16,7 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
-from services.command.rules import new_revision
+from services.command.rules import keeps_lifetime, new_revision, superseded_by
 from services.command.state import StreamState
 
 
@@ -68,10 +68,13 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
             keys_done.add(source.key)
         held.add(digest)
         same_key = state.active_by_key(source.key) if source.key else None
-        if same_key is not None:
+        if same_key is not None and keeps_lifetime(same_key, source.expires_at, ctx.now):
             events.append(new_revision(same_key, source.content, source.title, ctx, "corrected"))
-        else:
-            events.append(_copied(source, copy_item_id(base_id, source.item_id), digest, ctx))
+            continue
+        copy_id = copy_item_id(base_id, source.item_id)
+        if same_key is not None:  # another lifetime: a memory of its own takes the key
+            events.append(superseded_by(same_key, copy_id))
+        events.append(_copied(source, copy_id, digest, ctx))
     return events
 
 
@@ -89,5 +92,6 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
         sources=(source.item_id, *source.sources)[:32],
         content_hash=digest,
         content_length=len(source.content),
+        expires_at=source.expires_at,
         author=ctx.member,
     )

@@ -39,9 +39,11 @@ from services.command.rules import (
     check_run_cap,
     check_superseded_by,
     find_item,
+    keeps_lifetime,
     new_revision,
     replaced_on_confirm,
     status_change,
+    superseded_by,
     transition,
 )
 from services.command.state import Item, StreamState
@@ -89,13 +91,19 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     existing = state.active_by_key(cmd.key) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
-        revised = new_revision(existing, cmd.content, cmd.title, ctx, "corrected")
-        return [revised, *related(state, existing.item_id, existing.links, cmd.related_ids, ctx)]
+        if keeps_lifetime(existing, cmd.expires_at, ctx.now):  # as a new revision of it
+            revised = new_revision(existing, cmd.content, cmd.title, ctx, "corrected")
+            links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
+            return [revised, *links]
     if not confirmed:
         check_run_cap(state, cmd.run_id, ctx)
     item_id = ctx.new_item_id()
     links = related(state, item_id, None, cmd.related_ids, ctx)
+    # A fact with another lifetime is a memory of its own, which the key's memory is
+    # archived for (superseded by it); the command's answer is the new memory's, its last.
+    superseded = [superseded_by(existing, item_id)] if existing and confirmed else []
     return [
+        *superseded,
         MemoryRemembered(
             item_id=item_id,
             scope=ctx.scope,

@@ -3,6 +3,8 @@ author checks, a run's cap on candidates, status transitions, a new revision."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from contracts.events import Event, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context
 from services.command.errors import (
@@ -112,6 +114,19 @@ def transition(
     if target == "active" and item.status in ("archived", "disabled"):
         check_key_free(state, item)
     return [status_change(item, target, superseded_by)]
+
+
+def keeps_lifetime(item: Item, expires_at: datetime | None, now: datetime) -> bool:
+    """Whether a save under an active memory's key may revise it: only when the new fact
+    expires when the memory does, and the memory has not expired. (An expiry belongs to a
+    memory, not to a revision: revised, an expired memory hid the new fact at once, and a
+    save's own expiry was dropped.)"""
+    return item.expires_at == expires_at and (item.expires_at is None or item.expires_at > now)
+
+
+def superseded_by(item: Item, new_id: str) -> Event:
+    """The key's memory archived for a new memory that takes its key."""
+    return status_change(item, "archived", superseded_by=new_id)
 
 
 def status_change(item: Item, status: str, superseded_by: str | None = None) -> Event:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from contracts import commands as c
-from contracts.events import Event, MemoryRemembered, MemoryRevised
+from contracts.events import Event, MemoryRemembered, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context, Copy
 from services.command.core import decide
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
@@ -20,9 +22,10 @@ def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
     return events
 
 
-def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None) -> Copy:
+def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None,
+         expires_at: datetime | None = None) -> Copy:
     return Copy(item_id=item_id, kind=kind, key=key, title=None, content=content,
-                pinned=False, tags=("ci",), sources=("turn-7",))
+                pinned=False, tags=("ci",), sources=("turn-7",), expires_at=expires_at)
 
 
 def with_copies(*copies: Copy, **kw: object) -> Context:
@@ -102,3 +105,23 @@ def test_a_promotion_by_a_token_with_no_session_is_refused() -> None:
     no_session = Context(**{**with_copies(copy("s1", "x")).__dict__, "session": None})
     with pytest.raises(Forbidden, match="names no session"):
         run(StreamState("acme/agent:helper"), c.PromoteSession(), no_session)
+
+
+def test_a_copy_keeps_its_sources_expiry_and_takes_a_key_of_another_lifetime() -> None:
+    """QA: a copy lost its source's expiry, and a copy under a key the agent held took
+    the held memory's expiry (an expired one hid the copy at once)."""
+    state = StreamState("acme/agent:helper")
+    own = make_context(scope="agent:helper")
+    past = datetime(2025, 12, 1, tzinfo=UTC)  # before the context's now
+    later = datetime(2026, 6, 1, tzinfo=UTC)
+    run(state, c.RememberMemory(content="Seats: aisle.", kind="preference", key="seat",
+                                expires_at=past), own)
+    [archived, copied, lasting] = run(state, c.PromoteSession(), with_copies(
+        copy("s1", "Seats: window.", "preference", key="seat"),
+        copy("s2", "Run the tests first.", expires_at=later)))
+    assert isinstance(archived, MemoryStatusChanged) and archived.status == "archived"
+    assert isinstance(copied, MemoryRemembered) and archived.superseded_by == copied.item_id
+    assert copied.expires_at is None and unseal(copied.content) == "Seats: window."
+    assert isinstance(lasting, MemoryRemembered) and lasting.expires_at == later
+    holder = state.active_by_key("seat")
+    assert holder is not None and holder.item_id == copied.item_id

@@ -4,6 +4,7 @@ was proposed for, and a memory whose key was taken meanwhile is not made active 
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -127,3 +128,28 @@ def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) ->
         for k in KEYS:
             found = state.active_by_key(k)
             assert (found.item_id if found else None) == next(iter(active(state, k)), None)
+
+
+def test_a_save_of_another_lifetime_takes_the_key_as_a_memory_of_its_own() -> None:
+    """QA: a keyed save revised an expired memory, which hid the new fact at once, and a
+    keyed save's own expiry was dropped. An expiry belongs to a memory: a fact of another
+    lifetime is a new memory, and the key's memory is archived, superseded by it."""
+    state = StreamState("acme/member:ana")
+    past = datetime(2025, 12, 1, tzinfo=UTC)  # before the context's now
+    soon = datetime(2026, 2, 1, tzinfo=UTC)
+    door = save(state, "The door code is 1234.", key="door", expires_at=past)
+    archived, remembered = decide(state, c.RememberMemory(content="The door code is 9876.",
+                                                          key="door"), make_context())
+    for event in (archived, remembered):  # one command: its answer is its last event's
+        evolve(state, state.seq + 1, "new-code", event)
+    assert isinstance(archived, MemoryStatusChanged) and archived.item_id == door
+    assert (archived.status, archived.superseded_by) == ("archived", remembered.item_id)
+    assert state.items[remembered.item_id].expires_at is None
+    assert state.results["new-code"]["item_id"] == remembered.item_id
+    [_, timed] = run(state, c.RememberMemory(content="The door code is 5555.", key="door",
+                                             expires_at=soon))
+    assert state.items[timed.item_id].expires_at == soon
+    [revised] = run(state, c.RememberMemory(content="The door code is 5556.", key="door",
+                                            expires_at=soon))  # the same lifetime: a revision
+    assert revised.item_id == timed.item_id and state.items[timed.item_id].revision == 2
+    assert active(state, "door") == [timed.item_id]

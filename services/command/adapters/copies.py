@@ -23,9 +23,11 @@ class CopySources:
         found: dict[str, tuple[Copy, ...]] = {}
         for stream_id in stream_ids:
             rows = await self._pool.fetch(
-                "SELECT item_id, kind, key, title, content, pinned, tags, sources "
+                # An expired memory is read by no one: it is not brought back as a copy.
+                "SELECT item_id, kind, key, title, content, pinned, tags, sources, expires_at "
                 "FROM memory.items WHERE stream_id = $1 AND status = 'active' "
-                "AND content IS NOT NULL ORDER BY updated_at DESC, item_id LIMIT $2",
+                "AND content IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) "
+                "ORDER BY updated_at DESC, item_id LIMIT $2",
                 stream_id,
                 MAX_COPIES + 1,
             )
@@ -39,6 +41,7 @@ class CopySources:
                     pinned=r["pinned"],
                     tags=tuple(r["tags"]),
                     sources=tuple(r["sources"]),
+                    expires_at=r["expires_at"],
                 )
                 for r in rows
             )
