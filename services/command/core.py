@@ -36,6 +36,7 @@ from services.command.rules import (
     check_may_forget,
     check_not_forgotten,
     check_owner,
+    check_person_for_text,
     check_run_cap,
     check_superseded_by,
     find_item,
@@ -163,6 +164,7 @@ def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) 
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision)
     check_owner(item, ctx)
+    check_person_for_text(item, ctx, "restore an earlier text of")
     old = item.revisions.get(cmd.revision)
     if cmd.revision < item.revision and old is None and item.revisions:
         raise Conflict(
@@ -199,6 +201,7 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
         raise Conflict(f"memory {item.item_id} has no change to undo", item_id=item.item_id)
     what, before = item.last_change
     if what == "revision":
+        check_person_for_text(item, ctx, "undo a correction of")
         return [_copy_revision(item, before, "undone")]
     if what == "pinned":
         return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]

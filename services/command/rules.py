@@ -116,6 +116,18 @@ def transition(
     return [status_change(item, target, superseded_by)]
 
 
+def check_person_for_text(item: Item, ctx: Context, what: str) -> None:
+    """An inference never replaces a confirmed fact: an agent's correction waits as a
+    candidate, and an agent may not bring an earlier text back by undo or restore, which
+    have no text of the user's to check and no candidate to wait as."""
+    if ctx.is_agent and item.confirmed:
+        raise Forbidden(
+            f"an agent may not {what} a confirmed memory: a person does, or the agent sends "
+            "the text as a correction (a candidate, unless the user asked for it)",
+            item_id=item.item_id,
+        )
+
+
 def keeps_lifetime(item: Item, expires_at: datetime | None, now: datetime) -> bool:
     """Whether a save under an active memory's key may revise it: only when the new fact
     expires when the memory does, and the memory has not expired. (An expiry belongs to a

@@ -229,3 +229,22 @@ def test_an_expected_version_must_be_the_streams_current_one() -> None:
     assert (err.value.extra["current_version"], err.value.extra["expected_version"]) == (1, 0)
     assert run(state, c.RememberMemory(content="Keep answers short.", expected_version=1))
     assert run(state, c.RememberMemory(content="No version, no check."))
+
+
+def test_an_agent_brings_no_earlier_text_back_over_a_confirmed_fact() -> None:
+    """QA: an agent's undo or restore-revision put an earlier text back over a person's
+    correction, where the agent's own correction would have waited as a candidate."""
+    state = StreamState("acme/member:ana")
+    item = remembered(state, "Team lunch is on Thursday.")
+    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="Team lunch is on Friday."))
+    agent = make_context(is_agent=True)
+    for cmd in (c.UndoChange(item_id=item, base_revision=2),
+                c.RestoreRevision(item_id=item, base_revision=2, revision=1)):
+        with pytest.raises(Forbidden, match="agent may not"):
+            run(state, cmd, agent)
+    assert unseal(state.items[item].current.content) == "Team lunch is on Friday."
+    run(state, c.PinMemory(item_id=item, pinned=True), agent)  # not a text: the agent may
+    [unpinned] = run(state, c.UndoChange(item_id=item, base_revision=3), agent)
+    assert isinstance(unpinned, MemoryPinned) and not unpinned.pinned
+    [restored] = run(state, c.RestoreRevision(item_id=item, base_revision=4, revision=1))
+    assert unseal(restored.content) == "Team lunch is on Thursday."  # a person may
