@@ -48,10 +48,12 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
         )
     if len(ctx.copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
-    held = {
+    held = {  # an expired memory holds its text no longer: a lasting copy takes its place
         item.current.content_hash
         for item in state.items.values()
-        if item.status == "active" and item.revisions
+        if item.status == "active"
+        and item.revisions
+        and (item.expires_at is None or item.expires_at > ctx.now)
     }
     events: list[Event] = []
     keys_done: set[str] = set()

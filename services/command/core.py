@@ -175,11 +175,19 @@ def _restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) 
         )
     if old is None or cmd.revision >= item.revision:
         raise InvalidCommand(f"memory {item.item_id} has no earlier revision {cmd.revision}")
-    return [_copy_revision(item, cmd.revision, "restored")]
+    return [_copy_revision(state, item, cmd.revision, "restored")]
 
 
-def _copy_revision(item: Item, revision: int, reason: str) -> MemoryRevised:
+def _copy_revision(state: StreamState, item: Item, revision: int, reason: str) -> MemoryRevised:
     old = item.revisions[revision]
+    if old.content_hash in state.forgotten_hashes:  # as a correction, never without asking
+        raise Conflict(
+            f"revision {revision} of memory {item.item_id} holds text that was forgotten "
+            "since: correct the memory with that text and resave_forgotten=true if you mean "
+            "to bring it back",
+            item_id=item.item_id,
+            revision=revision,
+        )
     return MemoryRevised(
         item_id=item.item_id,
         revision=item.revision + 1,
@@ -202,7 +210,7 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
     what, before = item.last_change
     if what == "revision":
         check_person_for_text(item, ctx, "undo a correction of")
-        return [_copy_revision(item, before, "undone")]
+        return [_copy_revision(state, item, before, "undone")]
     if what == "pinned":
         return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]
     if item.status == "candidate":  # only a person's confirm makes a candidate a memory

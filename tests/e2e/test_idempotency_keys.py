@@ -177,3 +177,23 @@ async def test_a_retry_of_a_command_that_changed_nothing_gets_its_first_answer(
             return got if got and got["revision"] == 2 else None
 
         assert (await eventually(unpinned_read, what="the unpin"))["pinned"] is False
+
+
+async def test_a_retried_clear_of_an_empty_scope_erases_nothing_saved_since(
+        services: dict[str, str]) -> None:
+    """QA: in a scope with no events yet, the answer of a command that changed nothing
+    was dropped with the scope's empty state, so a retried clear erased what was saved
+    in between."""
+    ana = caller()
+    key = f"clear-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        first = await api.keyed(ana, key, "/v1/memories/clear", confirm=True)
+        assert first.status_code == 200, first.text
+        assert first.json()["receipt"]["erased"] == []
+        kept = await api.post(ana, "/v1/memories", content="Keep this one.")
+        assert kept.status_code == 201, kept.text
+        again = await api.keyed(ana, key, "/v1/memories/clear", confirm=True)
+        assert again.status_code == 200, again.text
+        assert again.json()["duplicate"] is True and again.json()["receipt"]["erased"] == []
+        assert await api.content(ana, kept.json()["item_id"]) == "Keep this one."

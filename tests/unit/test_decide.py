@@ -248,3 +248,18 @@ def test_an_agent_brings_no_earlier_text_back_over_a_confirmed_fact() -> None:
     assert isinstance(unpinned, MemoryPinned) and not unpinned.pinned
     [restored] = run(state, c.RestoreRevision(item_id=item, base_revision=4, revision=1))
     assert unseal(restored.content) == "Team lunch is on Thursday."  # a person may
+
+
+def test_undo_and_restore_bring_no_forgotten_text_back() -> None:
+    """QA: a correction to forgotten text was refused, but an undo or a restore of a
+    revision holding it brought it back."""
+    state = StreamState("acme/member:ana")
+    vault = remembered(state, "The vault pin is 8080.")
+    run(state, c.CorrectMemory(item_id=vault, base_revision=1, content="The vault pin changed."))
+    twin = remembered(state, "The vault pin is 8080.", resave_forgotten=False)
+    run(state, c.ForgetMemory(item_id=twin))
+    for cmd in (c.UndoChange(item_id=vault, base_revision=2),
+                c.RestoreRevision(item_id=vault, base_revision=2, revision=1)):
+        with pytest.raises(Conflict, match="forgotten since"):
+            run(state, cmd)
+    assert unseal(state.items[vault].current.content) == "The vault pin changed."

@@ -125,3 +125,16 @@ def test_a_copy_keeps_its_sources_expiry_and_takes_a_key_of_another_lifetime() -
     assert isinstance(lasting, MemoryRemembered) and lasting.expires_at == later
     holder = state.active_by_key("seat")
     assert holder is not None and holder.item_id == copied.item_id
+
+
+def test_an_expired_memory_holds_its_text_no_longer() -> None:
+    """QA: a promotion skipped a session's lasting fact because the agent held the same
+    text in a memory that had expired: the fact was lost without a word."""
+    state = StreamState("acme/agent:helper")
+    past = datetime(2025, 12, 1, tzinfo=UTC)
+    run(state, c.RememberMemory(content="Tabs are 4 spaces.", key="tabs", expires_at=past),
+        make_context(scope="agent:helper"))
+    [archived, copied] = run(state, c.PromoteSession(), with_copies(
+        copy("s1", "Tabs are 4 spaces.", key="tabs")))
+    assert isinstance(archived, MemoryStatusChanged) and isinstance(copied, MemoryRemembered)
+    assert copied.expires_at is None and archived.superseded_by == copied.item_id

@@ -177,7 +177,8 @@ class PartitionWriter:
             self.events_since_checkpoint += len(self._sent)
         await self._maybe_checkpoint()
         for stream_id in {d.envelope.stream_id for d in decoded if d.envelope is not None}:
-            if (state := self.states.get(stream_id)) is not None and state.seq == 0:
+            state = self.states.get(stream_id)
+            if state is not None and state.seq == 0 and not state.results:
                 del self.states[stream_id]  # nothing decided there (all refused): not kept
         first = batch[0]
         since = first.timestamp_ms if isinstance(first, Submitted) else first.timestamp
