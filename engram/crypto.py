@@ -82,8 +82,13 @@ class MasterKey:
         return hashlib.blake2b(data, key=self._hash_key, digest_size=16).digest()
 
     def content_hash(self, org: str, text: str) -> str:
-        """Keyed hash of normalised text: finds a re-save without keeping the text."""
-        normal = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+        """Keyed hash of normalised text: finds a re-save without keeping the text. Case,
+        spacing and invisible format characters (a zero-width space, a joiner) do not
+        count: a forgotten text with one added is the same text."""
+        visible = unicodedata.normalize("NFKC", text)
+        if not visible.isascii():  # Unicode's format characters (category Cf) are invisible
+            visible = "".join(ch for ch in visible if unicodedata.category(ch) != "Cf")
+        normal = " ".join(visible.casefold().split())
         return hmac.new(self._hash_key, f"{org}\x00{normal}".encode(), hashlib.sha256).hexdigest()
 
 

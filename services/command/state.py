@@ -276,6 +276,7 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     state.forgotten_hashes.update(e.content_hashes)
     # Keep only the tombstone: no sealed text survives in the writer either.
     item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None
+    item.key = None  # a person's words too: the tombstone keeps none (the read models neither)
     for proposal in (state.proposals or {}).values():  # its proposals' text goes too
         if proposal.item_id == e.item_id:
             proposal.content = None

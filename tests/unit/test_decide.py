@@ -263,3 +263,11 @@ def test_undo_and_restore_bring_no_forgotten_text_back() -> None:
         with pytest.raises(Conflict, match="forgotten since"):
             run(state, cmd)
     assert unseal(state.items[vault].current.content) == "The vault pin changed."
+
+
+def test_a_forgotten_memory_keeps_no_key_in_the_writers_state() -> None:
+    """QA: the tombstone in the writer's state (and so its checkpoint row) kept the key."""
+    state = StreamState("acme/member:ana")
+    item = remembered(state, "The wifi password is hunter2.", key="wifi hunter2")
+    run(state, c.ForgetMemory(item_id=item))
+    assert state.items[item].key is None and state.active_by_key("wifi hunter2") is None
