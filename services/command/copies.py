@@ -16,7 +16,7 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
-from services.command.rules import keeps_lifetime, new_revision, superseded_by
+from services.command.rules import expired, keeps_lifetime, new_revision, superseded_by
 from services.command.state import StreamState
 
 
@@ -51,9 +51,7 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
     held = {  # an expired memory holds its text no longer: a lasting copy takes its place
         item.current.content_hash
         for item in state.items.values()
-        if item.status == "active"
-        and item.revisions
-        and (item.expires_at is None or item.expires_at > ctx.now)
+        if item.status == "active" and item.revisions and not expired(item, ctx.now)
     }
     events: list[Event] = []
     keys_done: set[str] = set()
@@ -71,7 +69,8 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
         held.add(digest)
         same_key = state.active_by_key(source.key) if source.key else None
         if same_key is not None and keeps_lifetime(same_key, source.expires_at, ctx.now):
-            events.append(new_revision(same_key, source.content, source.title, ctx, "corrected"))
+            text, title = source.content, source.title
+            events.append(new_revision(same_key, text, title, ctx, "corrected", digest=digest))
             continue
         copy_id = copy_item_id(base_id, source.item_id)
         if same_key is not None:  # another lifetime: a memory of its own takes the key

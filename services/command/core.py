@@ -93,7 +93,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
         if keeps_lifetime(existing, cmd.expires_at, ctx.now):  # as a new revision of it
-            revised = new_revision(existing, cmd.content, cmd.title, ctx, "corrected")
+            text, title = cmd.content, cmd.title
+            revised = new_revision(existing, text, title, ctx, "corrected", digest=digest)
             links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
             return [revised, *links]
     if not confirmed:
@@ -130,7 +131,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
-    check_not_forgotten(state, ctx.content_hash(cmd.content), cmd.resave_forgotten, cmd.content)
+    digest = ctx.content_hash(cmd.content)
+    check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     confirmed = not ctx.is_agent or user_asked_to_save(
         cmd.user_message, cmd.content, shared=ctx.scope == "shared"
     )
@@ -147,7 +149,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
                 content=ctx.seal(new_id, cmd.content),
                 title=ctx.seal(new_id, cmd.title) if cmd.title else None,
                 key=item.key,
-                content_hash=ctx.content_hash(cmd.content),
+                content_hash=digest,
                 content_length=len(cmd.content),
                 replaces=item.item_id,
                 author=ctx.member,
@@ -156,7 +158,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
             *related(state, new_id, None, cmd.related_ids, ctx),
         ]
     check_owner(item, ctx)
-    revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected")
+    revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected", digest=digest)
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
 

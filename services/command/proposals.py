@@ -125,9 +125,8 @@ def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]
     item = _reviewer(state, proposal, ctx, "merge")
     if ctx.now > proposal.proposed_at + timedelta(days=c.PROPOSAL_DAYS):
         return [_resolve(cmd.proposal_id, proposal, "expired")]
-    if item.revision != proposal.base_revision:  # never rebased
-        return [_resolve(cmd.proposal_id, proposal, "outdated")]
-    if _overtaken(state, item, proposal):
+    # Never rebased; nor applied once the scope overtook it.
+    if item.revision != proposal.base_revision or _overtaken(state, item, proposal):
         return [_resolve(cmd.proposal_id, proposal, "outdated")]
     change: list[Event]
     if proposal.change == "correct":

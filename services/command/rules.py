@@ -133,11 +133,15 @@ def keeps_lifetime(item: Item, expires_at: datetime | None, now: datetime) -> bo
     expires when the memory does, and the memory has not expired. (An expiry belongs to a
     memory, not to a revision: revised, an expired memory hid the new fact at once, and a
     save's own expiry was dropped.)"""
-    return item.expires_at == expires_at and (item.expires_at is None or item.expires_at > now)
+    return item.expires_at == expires_at and not expired(item, now)
+
+
+def expired(item: Item, now: datetime) -> bool:
+    return item.expires_at is not None and item.expires_at <= now
 
 
 def superseded_by(item: Item, new_id: str) -> Event:
-    """The key's memory archived for a new memory that takes its key."""
+    """A memory archived for the one that takes its key or its fact."""
     return status_change(item, "archived", superseded_by=new_id)
 
 
@@ -186,6 +190,7 @@ def new_revision(
     ctx: Context,
     reason: str,
     restored_from: int | None = None,
+    digest: str | None = None,  # the text's content hash, when the caller has it already
 ) -> MemoryRevised:
     return MemoryRevised(
         item_id=item.item_id,
@@ -194,7 +199,7 @@ def new_revision(
         reason=reason,
         content=ctx.seal(item.item_id, text),
         title=ctx.seal(item.item_id, title) if title else item.current.title,
-        content_hash=ctx.content_hash(text),
+        content_hash=digest or ctx.content_hash(text),
         content_length=len(text),
         restored_from=restored_from,
     )
@@ -225,5 +230,5 @@ def replaced_on_confirm(state: StreamState, candidate: Item, ctx: Context) -> li
         item = state.items.get(item_id)
         if item is not None and item.status == "active":
             check_owner(item, ctx)
-            events.append(status_change(item, "archived", superseded_by=candidate.item_id))
+            events.append(superseded_by(item, candidate.item_id))
     return events
