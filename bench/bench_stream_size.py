@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contracts import commands as c
-from engram.crypto import MasterKey, seal
+from engram.crypto import MasterKey, open_sealed, seal
 from services.command.adapters.restore import _checkpoint_rows
 from services.command.core import Context, decide
 from services.command.state import StreamState, evolve
@@ -54,7 +54,10 @@ class Partition:
             now=datetime.now(UTC),
             new_item_id=lambda: str(uuid.uuid4()),
             seal=lambda item_id, text: seal(item_id, self.data_key, text),
+            open=lambda sealed: open_sealed(sealed, self.data_key),
             content_hash=lambda text: self.master.content_hash("bench", text),
+            key_hash=lambda key: self.master.key_hash("bench", key),
+            source_hash=lambda source: self.master.source_hash("bench", source),
         )
 
     def checkpoint(self, dirty: set[int]) -> None:

@@ -34,6 +34,18 @@ class Sealed(BaseModel):
     ciphertext: str  # base64, AES-GCM with the tag appended
 
 
+class Labels(BaseModel):
+    """What a memory is filed under: its key, tags and sources. They are a person's words
+    too, so ``MemoryRemembered`` carries them sealed as one field (``labels``), the JSON of
+    this model, and a forget shreds them with the text."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: Annotated[str, Field(max_length=200)] | None = None
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
 class Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -47,8 +59,17 @@ class MemoryRemembered(Event):
     status: Literal["active", "candidate"]
     content: Sealed
     title: Sealed | None = None
-    key: Annotated[str, Field(max_length=200)] | None = None
+    # Its key, tags and sources (``Labels``), sealed under the item's key; None when it has
+    # none of them.
+    labels: Sealed | None = None
+    # Keyed hashes, which stay when the labels are shredded: of its key (the writer finds
+    # the key's memory by it), and of its sources (a forget suppresses extraction from
+    # them). None and () when it has none.
+    key_hash: Annotated[str, Field(max_length=200)] | None = None
+    source_hashes: tuple[Annotated[str, Field(max_length=200)], ...] = ()
     pinned: bool = False
+    # In events written before labels were sealed: the key, tags and sources in plain.
+    key: Annotated[str, Field(max_length=200)] | None = None
     tags: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     # A keyed hash: refuses an accidental re-save after forget.
@@ -61,6 +82,12 @@ class MemoryRemembered(Event):
     author: str | None = None
     # The agent run that proposed it, when it is a candidate from one (its cap counts it).
     run_id: str | None = None
+
+    def plain_labels(self) -> Labels | None:
+        """What an event written before labels were sealed carries in plain, if any."""
+        if self.key is None and not self.tags and not self.sources:
+            return None
+        return Labels(key=self.key, tags=self.tags, sources=self.sources)
 
 
 class MemoryRevised(Event):

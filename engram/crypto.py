@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import unicodedata
@@ -64,6 +65,7 @@ class MasterKey:
         self._aead = AESGCM(key)
         # A separate key for hashes, so a hash never doubles as a key check.
         self._hash_key = hmac.new(key, b"engram content hash v1", hashlib.sha256).digest()
+        self._label_key = hmac.new(key, b"engram label hash v1", hashlib.sha256).digest()
 
     def new_data_key(self) -> bytes:
         return AESGCM.generate_key(bit_length=256)
@@ -80,6 +82,20 @@ class MasterKey:
         of a checkpoint could test guesses of its text against (BLAKE2b keyed: one pass,
         on every command's path)."""
         return hashlib.blake2b(data, key=self._hash_key, digest_size=16).digest()
+
+    def key_hash(self, org: str, key: str) -> str:
+        """Keyed hash of a memory's key, exact: the writer finds a key's memory by it
+        without keeping the key, which is sealed with the memory's text."""
+        return self._label_hash(b"key", org, key)
+
+    def source_hash(self, org: str, source: str) -> str:
+        """Keyed hash of a source id (a message's, a turn's): a forgotten memory's sources
+        suppress extraction from them by it, without keeping the ids."""
+        return self._label_hash(b"source", org, source)
+
+    def _label_hash(self, kind: bytes, org: str, value: str) -> str:
+        data = f"{org}\x00{value}".encode()
+        return hashlib.blake2b(data, key=self._label_key, person=kind, digest_size=16).hexdigest()
 
     def content_hash(self, org: str, text: str) -> str:
         """Keyed hash of normalised text: finds a re-save without keeping the text. Case,
@@ -108,9 +124,18 @@ def open_sealed(sealed: Sealed, data_key: bytes) -> str:
     return plain.decode()
 
 
-# Command fields that carry a person's text. The HTTP gateway seals them before
-# the command touches Kafka, so a forget also shreds the command's copy.
-SENSITIVE_FIELDS = ("content", "title", "user_message")
+# Command fields that carry a person's words. The HTTP gateway seals them before
+# the command touches Kafka, so a forget also shreds the command's copy: text, and lists
+# of it (tags, sources), each list sealed as its JSON.
+SENSITIVE_FIELDS = ("content", "title", "user_message", "key")
+SENSITIVE_LISTS = ("tags", "sources")
+
+
+def has_sensitive(payload: dict[str, object]) -> bool:
+    """Whether a command's payload holds words to seal."""
+    return any(isinstance(payload.get(n), str) for n in SENSITIVE_FIELDS) or any(
+        isinstance(payload.get(n), list) for n in SENSITIVE_LISTS
+    )
 
 
 def seal_payload(payload: dict[str, object], key_id: str, data_key: bytes) -> dict[str, object]:
@@ -119,25 +144,31 @@ def seal_payload(payload: dict[str, object], key_id: str, data_key: bytes) -> di
         value = payload.get(name)
         if isinstance(value, str):
             sealed[name] = seal(key_id, data_key, value).model_dump()
+    for name in SENSITIVE_LISTS:
+        value = payload.get(name)
+        if isinstance(value, list):
+            sealed[name] = seal(key_id, data_key, json.dumps(value)).model_dump()
     return sealed
 
 
 def sealed_key_ids(payload: dict[str, object]) -> set[str]:
     return {
         v["key_id"]
-        for n in SENSITIVE_FIELDS
+        for n in (*SENSITIVE_FIELDS, *SENSITIVE_LISTS)
         if isinstance(v := payload.get(n), dict) and isinstance(v.get("key_id"), str)
     }
 
 
 def open_payload(payload: dict[str, object], keys: dict[str, bytes]) -> dict[str, object]:
-    """Plain fields stay; sealed ones are opened. A shredded key raises KeyMissingError."""
+    """Plain fields stay; sealed ones are opened. A shredded key raises KeyMissingError;
+    a sealed list that is not JSON, ValueError."""
     opened = dict(payload)
-    for name in SENSITIVE_FIELDS:
+    for name in (*SENSITIVE_FIELDS, *SENSITIVE_LISTS):
         value = payload.get(name)
         if isinstance(value, dict):
             sealed = Sealed.model_validate(value)
             if sealed.key_id not in keys:
                 raise KeyMissingError(sealed.key_id)
-            opened[name] = open_sealed(sealed, keys[sealed.key_id])
+            text = open_sealed(sealed, keys[sealed.key_id])
+            opened[name] = json.loads(text) if name in SENSITIVE_LISTS else text
     return opened

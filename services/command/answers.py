@@ -12,6 +12,7 @@ from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession
 from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten, MemoryStatusChanged
 from engram.crypto import SENSITIVE_FIELDS, MasterKey
+from services.command.context import Context
 from services.command.errors import DomainError, IdempotencyKeyReused, InvalidCommand
 from services.command.state import StreamState
 
@@ -78,12 +79,12 @@ def refused(env: CommandEnvelope, exc: DomainError) -> CommandReply:
 
 
 def answer(
-    cmd: Command, state: StreamState, command_id: str, events: list[Event]
+    cmd: Command, state: StreamState, command_id: str, events: list[Event], ctx: Context
 ) -> dict[str, Any]:
     """The result of a decided command: the stream's version and generation, with the
     state of the item it changed; a promotion's or a fork's, each item it wrote; a clear's
     (or any forget's) receipt, not the last item it forgot."""
-    result = _changed(cmd, state, command_id, events)
+    result = _changed(cmd, state, command_id, events, ctx)
     result.pop("erased", None)  # named whole in the receipt, from the events
     result.update(stream_id=state.stream_id, generation=state.generation, seq=state.seq)
     forgotten = [
@@ -112,13 +113,19 @@ def _with_receipt(
 
 
 def _changed(
-    cmd: Command, state: StreamState, command_id: str, events: list[Event]
+    cmd: Command, state: StreamState, command_id: str, events: list[Event], ctx: Context
 ) -> dict[str, Any]:
     if isinstance(cmd, PromoteSession | ForkSession):  # not the memories they archived
         written = dict.fromkeys(e.item_id for e in events if not isinstance(e, MemoryStatusChanged))
+        # The state keeps a key's hash only: each copied key's holder now is what it wrote.
+        keys = {
+            holder.item_id: c.key
+            for c in ctx.copies
+            if c.key is not None and (holder := state.active_by_key(ctx.key_hash(c.key)))
+        }
         return {
             "copied": [
-                {"item_id": i, "revision": state.items[i].revision, "key": state.items[i].key}
+                {"item_id": i, "revision": state.items[i].revision, "key": keys.get(i)}
                 for i in written
             ]
         }

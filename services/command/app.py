@@ -53,7 +53,7 @@ def create_app(
         verifier = TokenVerifier(common)
         partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
         reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
-        restorer = Restorer(pool, common.kafka_bootstrap_servers)
+        restorer = Restorer(pool, common.kafka_bootstrap_servers, keystore.master)
         # Shared by the partitions' writers (one cache of org limits, one projection watch).
         projection = ProjectionWatch(
             pool,

@@ -35,7 +35,11 @@ class Context:
     now: datetime
     new_item_id: Callable[[], str]
     seal: Callable[[str, str], Sealed]  # (item_id, text) -> sealed text
+    # Sealed text of the memory the command names (a correction's), opened.
+    open: Callable[[Sealed], str]
     content_hash: Callable[[str], str]
+    key_hash: Callable[[str], str]  # the keyed hashes of a memory's key and of a source
+    source_hash: Callable[[str], str]
     is_admin: bool = False  # the token has the org's admin role
     # Memories of other streams the caller can see, among those the command links to
     # (the writer looks them up; a link within the stream needs no lookup).

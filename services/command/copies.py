@@ -16,7 +16,13 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
-from services.command.rules import expired, keeps_lifetime, new_revision, superseded_by
+from services.command.rules import (
+    expired,
+    keeps_lifetime,
+    labelled,
+    new_revision,
+    superseded_by,
+)
 from services.command.state import StreamState
 
 
@@ -67,7 +73,7 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
         if source.key:
             keys_done.add(source.key)
         held.add(digest)
-        same_key = state.active_by_key(source.key) if source.key else None
+        same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
         if same_key is not None and keeps_lifetime(same_key, source.expires_at, ctx.now):
             text, title = source.content, source.title
             events.append(new_revision(same_key, text, title, ctx, "corrected", digest=digest))
@@ -87,10 +93,8 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
         status="active",
         content=ctx.seal(item_id, source.content),
         title=ctx.seal(item_id, source.title) if source.title else None,
-        key=source.key,
         pinned=source.pinned,
-        tags=source.tags,
-        sources=(source.item_id, *source.sources)[:32],
+        **labelled(item_id, ctx, source.key, source.tags, (source.item_id, *source.sources)[:32]),
         content_hash=digest,
         content_length=len(source.content),
         expires_at=source.expires_at,

@@ -41,6 +41,8 @@ from services.command.rules import (
     check_superseded_by,
     find_item,
     keeps_lifetime,
+    key_of,
+    labelled,
     new_revision,
     replaced_on_confirm,
     status_change,
@@ -89,7 +91,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     )
-    existing = state.active_by_key(cmd.key) if cmd.key else None
+    existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
         if keeps_lifetime(existing, cmd.expires_at, ctx.now):  # as a new revision of it
@@ -113,10 +115,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
             status="active" if confirmed else "candidate",
             content=ctx.seal(item_id, cmd.content),
             title=ctx.seal(item_id, cmd.title) if cmd.title else None,
-            key=cmd.key,
             pinned=cmd.pinned,
-            tags=cmd.tags,
-            sources=cmd.sources,
+            **labelled(item_id, ctx, cmd.key, cmd.tags, cmd.sources),
             content_hash=digest,
             content_length=len(cmd.content),
             expires_at=cmd.expires_at,
@@ -148,7 +148,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
                 status="candidate",
                 content=ctx.seal(new_id, cmd.content),
                 title=ctx.seal(new_id, cmd.title) if cmd.title else None,
-                key=item.key,
+                **labelled(new_id, ctx, key_of(item, ctx)),
                 content_hash=digest,
                 content_length=len(cmd.content),
                 replaces=item.item_id,

@@ -4,8 +4,9 @@ author checks, a run's cap on candidates, status transitions, a new revision."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from contracts.events import Event, MemoryRevised, MemoryStatusChanged
+from contracts.events import Event, Labels, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context
 from services.command.errors import (
     CandidateLimitReached,
@@ -205,16 +206,43 @@ def new_revision(
     )
 
 
+def labelled(
+    item_id: str,
+    ctx: Context,
+    key: str | None,
+    tags: tuple[str, ...] = (),
+    sources: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A new memory's labels as its event carries them: sealed under the memory's key, a
+    person's words as its text is, with the keyed hashes that outlive a forget."""
+    if key is None and not tags and not sources:
+        return {}
+    labels = Labels(key=key, tags=tags, sources=sources)
+    return {
+        "labels": ctx.seal(item_id, labels.model_dump_json(exclude_defaults=True)),
+        "key_hash": ctx.key_hash(key) if key is not None else None,
+        "source_hashes": tuple(ctx.source_hash(s) for s in sources),
+    }
+
+
+def key_of(item: Item, ctx: Context) -> str | None:
+    """The key of a memory the command names, opened (its labels are sealed under the
+    memory's key, which the writer fetched for the command). None for a memory with no
+    key, or one saved before labels were sealed, whose state kept only its key's hash."""
+    if item.labels is None:
+        return None
+    return Labels.model_validate_json(ctx.open(item.labels)).key
+
+
 def check_key_free(state: StreamState, item: Item) -> None:
     """One key holds one fact: a memory whose key another active memory took meanwhile
     (saved while it was disabled or archived) is not made active again beside it."""
-    holder = state.active_by_key(item.key) if item.key else None
+    holder = state.active_by_key(item.key_hash) if item.key_hash else None
     if holder is not None and holder.item_id != item.item_id:
         raise Conflict(
-            f"memory {holder.item_id} holds the key {item.key!r} now: archive or forget it "
+            f"memory {holder.item_id} holds this memory's key now: archive or forget it "
             f"first, or correct it, to make {item.item_id} active again",
             item_id=item.item_id,
-            key=item.key,
             held_by=holder.item_id,
         )
 
@@ -223,7 +251,7 @@ def replaced_on_confirm(state: StreamState, candidate: Item, ctx: Context) -> li
     """What a candidate replaces once a person confirms it: the memory an agent's
     correction proposed it for, and any active memory holding its key; each is archived,
     superseded by it, so one key (and one corrected fact) stays one active memory."""
-    holder = state.active_by_key(candidate.key) if candidate.key else None
+    holder = state.active_by_key(candidate.key_hash) if candidate.key_hash else None
     replaced = {i for i in (candidate.replaces, holder.item_id if holder else None) if i}
     events: list[Event] = []
     for item_id in sorted(replaced):

@@ -61,7 +61,9 @@ class Item:
     status: Status
     revision: int
     pinned: bool
-    key: str | None
+    # The keyed hash of its key (``MasterKey.key_hash``): the key itself is sealed, in
+    # ``labels``, and the writer keeps no plaintext.
+    key_hash: str | None
     confirmed: bool
     revisions: dict[int, Revision] = field(default_factory=dict)
     expires_at: datetime | None = None
@@ -77,6 +79,9 @@ class Item:
     # A candidate's: the memory an agent's correction proposed it for, which its confirm
     # archives (None: none, or a candidate from a checkpoint written before this).
     replaces: str | None = None
+    # Its key, tags and sources, sealed as its event carries them (None: none, or saved
+    # before labels were sealed): a correction's candidate takes its key.
+    labels: Sealed | None = None
 
     @property
     def current(self) -> Revision:
@@ -123,7 +128,7 @@ class StreamState:
     # ``changed_rows``). Not part of the state: compared by nothing, stored by no header.
     stored: int | None = field(default=None, compare=False, repr=False)
     touched: set[str] | None = field(default=None, compare=False, repr=False)
-    # key -> the items saved under it, in the order of ``items`` (None until the first
+    # key hash -> the items saved under it, in the order of ``items`` (None until the first
     # use; a cache, as ``stored``): a keyed save finds the key's holder without a scan,
     # which cost a keyed save about 0.6 ms in a stream of 10,000 memories.
     keyed: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
@@ -166,13 +171,14 @@ class StreamState:
             return None
         return (self.fingerprints or {}).get(command_id)
 
-    def active_by_key(self, key: str) -> Item | None:
+    def active_by_key(self, key_hash: str) -> Item | None:
+        """The active memory that holds the key of this keyed hash, if one does."""
         if self.keyed is None:
             self.keyed = {}
             for item in self.items.values():
-                if item.key is not None:
-                    self.keyed.setdefault(item.key, []).append(item.item_id)
-        for item_id in self.keyed.get(key, ()):
+                if item.key_hash is not None:
+                    self.keyed.setdefault(item.key_hash, []).append(item.item_id)
+        for item_id in self.keyed.get(key_hash, ()):
             if (item := self.items[item_id]).status == "active":
                 return item
         return None
@@ -226,20 +232,21 @@ def _keep_newest(entries: dict[str, Any], kept: int) -> None:
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:
     if e.item_id in state.items:  # saved again under its id (not by this writer)
         state.keyed = None  # rebuilt at its next use
-    elif e.key is not None and state.keyed is not None:
-        state.keyed.setdefault(e.key, []).append(e.item_id)
+    elif e.key_hash is not None and state.keyed is not None:
+        state.keyed.setdefault(e.key_hash, []).append(e.item_id)
     state.items[e.item_id] = Item(
         item_id=e.item_id,
         kind=e.kind,
         status=e.status,
         revision=e.revision,
         pinned=e.pinned,
-        key=e.key,
+        key_hash=e.key_hash,
         confirmed=e.status == "active",
         expires_at=e.expires_at,
         revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
         author=e.author,
         replaces=e.replaces if e.status == "candidate" else None,
+        labels=e.labels,
     )
     if e.status == "candidate" and e.run_id is not None:
         if state.run_candidates is None:
@@ -276,7 +283,9 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     state.forgotten_hashes.update(e.content_hashes)
     # Keep only the tombstone: no sealed text survives in the writer either.
     item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None
-    item.key = None  # a person's words too: the tombstone keeps none (the read models neither)
+    # Its labels are a person's words too, and its key is free: the tombstone keeps none of
+    # them (the read models neither).
+    item.key_hash, item.labels = None, None
     for proposal in (state.proposals or {}).values():  # its proposals' text goes too
         if proposal.item_id == e.item_id:
             proposal.content = None
@@ -415,7 +424,7 @@ def _item_row(item: Item) -> ItemRow:
         item.status,
         item.revision,
         item.pinned,
-        item.key,
+        item.key_hash,
         item.confirmed,
         revisions,
         item.expires_at,
@@ -424,19 +433,20 @@ def _item_row(item: Item) -> ItemRow:
         item.author,
         item.retired_hashes,
         item.replaces,
+        _sealed_row(item.labels),
     )
 
 
 def _item_of(row: ItemRow) -> Item:
-    (item_id, kind, status, revision, pinned, key, confirmed, revisions, *rest) = row
-    expires_at, last_change, links, author, retired_hashes, replaces = rest
+    (item_id, kind, status, revision, pinned, key_hash, confirmed, revisions, *rest) = row
+    expires_at, last_change, links, author, retired_hashes, replaces, *labels = rest
     return Item(
         item_id=item_id,
         kind=kind,
         status=status,
         revision=revision,
         pinned=pinned,
-        key=key,
+        key_hash=key_hash,
         confirmed=confirmed,
         revisions={
             n: Revision(_sealed_of(content), title and _sealed_of(title), content_hash, length)
@@ -448,6 +458,7 @@ def _item_of(row: ItemRow) -> Item:
         author=author,
         retired_hashes=retired_hashes,
         replaces=replaces,
+        labels=_sealed_of(labels[0]) if labels and labels[0] is not None else None,
     )
 
 

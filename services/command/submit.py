@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from contracts import commands as c
 from contracts.envelope import COMMAND_ID_LENGTH, CommandEnvelope, CommandReply
 from engram.auth import ScopeError
-from engram.crypto import SENSITIVE_FIELDS, seal_payload
+from engram.crypto import has_sensitive, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
 from engram.keystore import KeyStore
 from services.command.adapters.replies import ReplyTimeout
@@ -167,7 +167,7 @@ async def _sealed(keystore: KeyStore, org: str, plain: CommandEnvelope) -> dict[
     new item's, or, when it makes none, a key the writer deletes once it has decided (so
     this copy is shredded then; the writer opens text sealed under no other key)."""
     payload = plain.payload
-    if not any(isinstance(payload.get(f), str) for f in SENSITIVE_FIELDS):
+    if not has_sensitive(payload):
         return payload
     key_id = new_item_id(plain.stream_id, plain.command_id)
     keys = await keystore.create_many([(key_id, org)])

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
 from engram.budget import DailyBudget, utc_today
+from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate, migrate_shared
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
@@ -26,7 +27,7 @@ from engram.settings import CommonSettings
 from engram.tracking import BatchHandler, TrackedFollower
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.handlers import SourceRecorder, TurnExtractor
+from services.extractor.handlers import SourceRecorder, TurnExtractor, rehash_sources
 from services.extractor.settings import ExtractorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -54,8 +55,12 @@ def create_app(
         await publisher.start()
         client = httpx.AsyncClient()
         ai = _chat_extractor(settings, pool, client, today)
-        turns = TurnExtractor(TokenVerifier(common), publisher, ai, lambda: datetime.now(UTC))
-        sources = SourceRecorder()
+        master = MasterKey(load_master_key(common))
+        await rehash_sources(pool, master)
+        turns = TurnExtractor(
+            TokenVerifier(common), publisher, ai, lambda: datetime.now(UTC), master
+        )
+        sources = SourceRecorder(master)
         turns.follower = _follower(common, settings, pool, "turns", turns.handle_batch)
         sources.follower = _follower(common, settings, pool, "events", sources.handle_batch)
         app.state.followers = {"turns": turns.follower, "events": sources.follower}

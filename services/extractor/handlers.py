@@ -22,6 +22,7 @@ from contracts.envelope import EventEnvelope
 from contracts.events import Event, MemoryForgotten, MemoryRemembered, decode_event
 from contracts.topics import stream_id
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
+from engram.crypto import MasterKey
 from engram.db import load_queries
 from engram.logging import get_logger
 from engram.tracking import PoisonMessageError, TrackedFollower
@@ -47,8 +48,10 @@ class TurnExtractor:
         publisher: CommandPublisher,
         ai: ChatExtractor | None,
         clock: Callable[[], datetime],
+        master: MasterKey,
     ) -> None:
         self._verifier, self._publisher, self._ai, self._clock = verifier, publisher, ai, clock
+        self._master = master
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
 
     async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
@@ -115,7 +118,7 @@ class TurnExtractor:
             return _skip("agent_memory_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from, in its
         # own stream (source ids are the caller's, so may be per member).
-        ids = [turn.turn_id, *turn.sources]
+        ids = looked_up(self._master, org, [turn.turn_id, *turn.sources])
         if await conn.fetchval(Q["suppressed"], org, ids, key.stream_id):
             return _skip("suppressed", turn)
         return True
@@ -151,11 +154,13 @@ async def _switched_on(conn: asyncpg.Connection, query: str, *args: Any) -> bool
 class SourceRecorder:
     """engram.events -> which sources each item came from, suppressed once it is forgotten.
 
-    Only ids and a flag are kept, never text: the table outlives the forgotten item.
+    Only keyed hashes of the sources and a flag are kept, never text nor the ids: the
+    table outlives the forgotten item.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, master: MasterKey) -> None:
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
+        self._master = master
 
     async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
         for record in records:
@@ -165,7 +170,7 @@ class SourceRecorder:
                 await _dead_letter(self.follower, record, str(exc))
                 continue
             if decoded is not None:
-                await _record(conn, *decoded)
+                await _record(conn, *decoded, self._master)
 
 
 def _watched_event(record: Any) -> tuple[str, Event] | None:
@@ -190,11 +195,13 @@ def _unwatched(raw: bytes) -> bool:
         return False
 
 
-async def _record(conn: asyncpg.Connection, org: str, event: Event) -> None:
-    if isinstance(event, MemoryRemembered) and event.sources:
-        # The item's stream: its sources are suppressed there once it is forgotten.
+async def _record(conn: asyncpg.Connection, org: str, event: Event, master: MasterKey) -> None:
+    if isinstance(event, MemoryRemembered) and (event.source_hashes or event.sources):
+        # The item's stream: its sources are suppressed there once it is forgotten. (An
+        # event written before sources were sealed carries them in plain.)
         stream = stream_id(org, event.scope)
-        await conn.execute(Q["record_sources"], org, list(event.sources), event.item_id, stream)
+        hashes = event.source_hashes or tuple(master.source_hash(org, s) for s in event.sources)
+        await conn.execute(Q["record_sources"], org, list(hashes), event.item_id, stream)
     elif isinstance(event, MemoryForgotten):
         await conn.execute(Q["suppress_sources"], org, event.item_id)
         await conn.execute(Q["suppress_item_id"], org, event.item_id)
@@ -215,3 +222,25 @@ def _skip(reason: str, turn: ConversationTurn) -> bool:
     SKIPPED.labels(reason).inc()
     log.info("turn_skipped", reason=reason, turn_id=turn.turn_id)
     return False
+
+
+def looked_up(master: MasterKey, org: str, ids: list[str]) -> list[str]:
+    """What a turn's ids are looked up by in extractor.sources: their keyed hashes (004),
+    and the ids themselves (a forgotten item's own id is kept as it is)."""
+    return [*ids, *(master.source_hash(org, i) for i in ids)]
+
+
+async def rehash_sources(
+    db: asyncpg.Pool | asyncpg.Connection, master: MasterKey, chunk: int = 5_000
+) -> int:
+    """Put the keyed hashes of the sources recorded before they were hashed (004) in place
+    of their ids; how many rows. Once, at the start: no row of them is left after."""
+    done = 0
+    while rows := await db.fetch(Q["plain_sources"], chunk):
+        hashes = [master.source_hash(r["org"], r["source_id"]) for r in rows]
+        columns = [[r[name] for r in rows] for name in ("org", "source_id", "item_id")]
+        await db.execute(Q["rehash_sources"], *columns, hashes)
+        done += len(rows)
+    if done:
+        log.info("extractor_sources_hashed", rows=done)
+    return done

@@ -15,6 +15,7 @@ from contracts.events import (
     NEUTRAL,
     ChangeProposed,
     Event,
+    Labels,
     MemoryForgotten,
     MemoryLinked,
     MemoryPinned,
@@ -40,6 +41,7 @@ class Opened:
     content: str | None
     title: str | None
     reason: str | None = None  # a proposal's or a rejection's, sealed
+    labels: Labels | None = None  # a new memory's key, tags and sources
 
 
 def org_scope(stream_id: str) -> tuple[str, str]:
@@ -92,6 +94,7 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
     actor = env.actor.model_dump_json()
     at = env.occurred_at
     if isinstance(event, MemoryRemembered):
+        labels = opened.labels or Labels()
         return [
             Write(
                 "insert_item",
@@ -102,13 +105,13 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                     env.stream_id,
                     event.kind,
                     event.status,
-                    event.key,
+                    labels.key,
                     opened.title,
                     opened.content,
                     event.content_length,
                     event.pinned,
-                    list(event.tags),
-                    list(event.sources),
+                    list(labels.tags),
+                    list(labels.sources),
                     event.revision,
                     event.replaces,
                     event.expires_at,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ import asyncpg
 from pydantic import ValidationError
 
 from contracts.envelope import EventHeader
-from contracts.events import Event, MemoryForgotten, MemoryRemembered, Sealed, decode_event
+from contracts.events import (
+    Event,
+    Labels,
+    MemoryForgotten,
+    MemoryRemembered,
+    Sealed,
+    decode_event,
+)
 from contracts.text import NUL, REPLACEMENT
 from engram.crypto import open_sealed
 from engram.db import load_queries
@@ -279,6 +287,7 @@ def _sealed(event: Event) -> list[Sealed]:
         getattr(event, "content", None),
         getattr(event, "title", None),
         getattr(event, "reason_sealed", None),
+        getattr(event, "labels", None),
     )
     return [f for f in fields if isinstance(f, Sealed)]
 
@@ -301,4 +310,21 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
         content=one(getattr(event, "content", None)),
         title=one(getattr(event, "title", None)),
         reason=one(getattr(event, "reason_sealed", None)),
+        labels=_labels(event, one),
     )
+
+
+def _labels(event: Event, one: Callable[[Sealed | None], str | None]) -> Labels | None:
+    """A new memory's labels: opened, or in plain in an event written before they were
+    sealed. None where they are shredded, or do not read as labels (the log says so)."""
+    if not isinstance(event, MemoryRemembered):
+        return None
+    if event.labels is None:
+        return event.plain_labels()
+    if (text := one(event.labels)) is None:
+        return None
+    try:
+        return Labels.model_validate_json(text)
+    except ValidationError as exc:
+        log.error("sealed_labels_unreadable", item_id=event.item_id, error=str(exc)[:300])
+        return None

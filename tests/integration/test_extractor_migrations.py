@@ -1,5 +1,6 @@
-"""The extractor's migration 003 on real Postgres: turns handled per stream and author,
-sources suppressed per stream, and the rows written before keeping their meaning."""
+"""The extractor's migrations 003 and 004 on real Postgres: turns handled per stream and
+author, sources suppressed per stream and kept as keyed hashes, and the rows written
+before keeping their meaning."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from engram.crypto import MasterKey
 from engram.db import apply_migrations, migrate_shared
 from services.extractor.app import SQL_DIR
 from services.extractor.core import author
-from services.extractor.handlers import Q
+from services.extractor.handlers import Q, looked_up, rehash_sources
 from tests.support import shadow_database
 
 pytestmark = pytest.mark.integration
+MASTER = MasterKey(bytes(32))
 
 ANA, BOB = author("ana"), author("bob")
 PRIVATE, SHARED = "acme/member:ana", "acme/shared"
@@ -51,8 +54,15 @@ async def test_turns_and_sources_count_per_stream_and_author_and_old_rows_still_
         conn = await asyncpg.connect(dsn)
         try:
             assert await apply_migrations(conn, "extractor", SQL_DIR) == [
-                "003_turns_per_author.sql"
+                "003_turns_per_author.sql",
+                "004_hashed_sources.sql",
             ]
+            # The sources recorded before are hashed when the extractor starts (004).
+            assert await rehash_sources(conn, MASTER) == 1
+            assert await rehash_sources(conn, MASTER) == 0  # once
+            assert await conn.fetchval(
+                "SELECT source_id FROM extractor.sources WHERE item_id = 'item-old'"
+            ) == MASTER.source_hash("acme", "msg-old")
 
             async def handled(turn_id: str, stream: str, who: str) -> str | None:
                 method: str | None = await conn.fetchval(
@@ -83,12 +93,14 @@ async def test_turns_and_sources_count_per_stream_and_author_and_old_rows_still_
 
             # Sources: a forgotten item suppresses its own stream's turns only; rows from
             # before (stream unknown) and forgotten items' own ids suppress org-wide.
-            await conn.execute(Q["record_sources"], "acme", ["msg-7"], "item-a", PRIVATE)
+            msg_7 = MASTER.source_hash("acme", "msg-7")
+            await conn.execute(Q["record_sources"], "acme", [msg_7], "item-a", PRIVATE)
             await conn.execute(Q["suppress_sources"], "acme", "item-a")
             await conn.execute(Q["suppress_item_id"], "acme", "item-a")
 
             async def suppressed(source: str, stream: str) -> bool:
-                return bool(await conn.fetchval(Q["suppressed"], "acme", [source], stream))
+                ids = looked_up(MASTER, "acme", [source])  # as the extractor looks a turn up
+                return bool(await conn.fetchval(Q["suppressed"], "acme", ids, stream))
 
             assert await suppressed("msg-7", PRIVATE)
             assert not await suppressed("msg-7", "acme/member:bob")

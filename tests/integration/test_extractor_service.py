@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from contracts import topics
 from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope
+from engram.crypto import MasterKey, load_master_key
 from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.extractor.app import create_app
@@ -276,6 +277,11 @@ def event(stream: str, seq: int, type_: str, payload: Json) -> tuple[bytes, byte
     return stream.encode(), json.dumps(envelope).encode()
 
 
+def hashed(org: str, source: str) -> str:
+    """A source id as the writer's events carry it, and extractor.sources keeps it."""
+    return MasterKey(load_master_key(CommonSettings())).source_hash(org, source)
+
+
 def saved_then_forgotten(stream: str, item_id: str) -> list[tuple[bytes, bytes]]:
     """A memory saved from turn-a's msg-7 (seq 1), then forgotten (seq 2)."""
     return [
@@ -284,8 +290,15 @@ def saved_then_forgotten(stream: str, item_id: str) -> list[tuple[bytes, bytes]]
     ]
 
 
-def remembered(stream: str, seq: int, item_id: str, sources: list[str]) -> tuple[bytes, bytes]:
+def remembered(
+    stream: str, seq: int, item_id: str, sources: list[str], plain: bool = False
+) -> tuple[bytes, bytes]:
+    """A new memory's event from these sources: with their keyed hashes (its labels are
+    sealed), or, ``plain``, as events written before labels were sealed carried them."""
     sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
+    org = stream.split("/", 1)[0]
+    named = {"sources": sources} if plain else {
+        "source_hashes": [hashed(org, s) for s in sources], "labels": sealed}
     return event(
         stream,
         seq,
@@ -296,7 +309,7 @@ def remembered(stream: str, seq: int, item_id: str, sources: list[str]) -> tuple
             "kind": "preference",
             "status": "candidate",
             "content": sealed,
-            "sources": sources,
+            **named,
             "content_hash": "h",
             "content_length": 10,
         },
@@ -332,9 +345,12 @@ async def test_a_forgotten_items_sources_yield_no_proposals(
             bootstrap,
             events,
             *saved_then_forgotten(stream, forgotten),
-            remembered(stream, 3, live, ["msg-9"]),
+            remembered(stream, 3, live, ["msg-9"], plain=True),
         )
-        expected = {"turn-a": True, "msg-7": True, forgotten: True, "msg-9": False}
+        # Keyed hashes of the sources (a plain source of before is hashed when recorded),
+        # and the forgotten item's own id.
+        expected = {hashed(ana.org, "turn-a"): True, hashed(ana.org, "msg-7"): True,
+                    forgotten: True, hashed(ana.org, "msg-9"): False}
         await eventually(
             lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
         )
@@ -434,7 +450,8 @@ async def test_a_forgotten_items_sources_suppress_its_own_stream_only(
             events,
             *saved_then_forgotten(stream, forgotten),
         )
-        expected = {"turn-a": True, "msg-7": True, forgotten: True}
+        expected = {hashed(ana.org, "turn-a"): True, hashed(ana.org, "msg-7"): True,
+                    forgotten: True}
         await eventually(
             lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
         )

@@ -15,9 +15,9 @@ import asyncpg
 import pytest
 
 from contracts.envelope import Actor, EventEnvelope
-from contracts.events import SCHEMA_VERSIONS, Event, MemoryPinned, MemoryRemembered
+from contracts.events import SCHEMA_VERSIONS, Event, Labels, MemoryPinned, MemoryRemembered
 from engram.crypto import MasterKey, load_master_key, seal
-from engram.keystore import KeyStore
+from engram.keystore import KeyStore, shred
 from engram.settings import CommonSettings
 from services.projector.handlers import EventProjector
 
@@ -234,3 +234,34 @@ async def test_each_new_head_is_announced_when_its_batch_commits(
     finally:
         await listener.remove_listener("engram_projected", announced)
         await pool.release(listener)
+
+
+async def test_a_memorys_sealed_labels_are_opened_and_plain_ones_of_before_still_read(
+    s: Stream,
+) -> None:
+    """Key, tags and sources travel sealed (``Labels``); an event written before they were
+    sealed carries them in plain. Both project alike; a shredded key leaves none."""
+    made = {}
+    writer = KeyStore(s.pool, MasterKey(load_master_key(CommonSettings())))  # not cached here
+    for n, legacy in enumerate((False, True, False), start=1):
+        item_id = str(uuid.uuid4())
+        data_key = (await writer.create_many([(item_id, s.org)]))[item_id]
+        labels = Labels(key=f"key-{n}", tags=("work",), sources=(f"msg-{n}",))
+        plain = labels.model_dump() if legacy else {}
+        sealed = None if legacy else seal(item_id, data_key, labels.model_dump_json())
+        event = MemoryRemembered(item_id=item_id, scope="shared", kind="fact", status="active",
+                                 content=seal(item_id, data_key, f"fact {n}"),
+                                 content_hash=f"h-{n}", content_length=6, labels=sealed,
+                                 **plain)
+        made[item_id] = s.record(n, event)
+    shredded = list(made)[2]
+    async with s.pool.acquire() as conn:
+        assert await shred(conn, shredded)
+    await s.apply(list(made.values()))
+    rows = await s.pool.fetch("SELECT item_id, key, tags, sources FROM memory.items "
+                              "WHERE org = $1", s.org)
+    found = {r["item_id"]: (r["key"], list(r["tags"]), list(r["sources"])) for r in rows}
+    sealed_id, legacy_id, _ = made
+    assert found[sealed_id] == ("key-1", ["work"], ["msg-1"])
+    assert found[legacy_id] == ("key-2", ["work"], ["msg-2"])
+    assert found[shredded] == (None, [], [])  # forgotten before it was projected

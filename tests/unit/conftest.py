@@ -7,7 +7,7 @@ import itertools
 from datetime import UTC, datetime
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN
-from contracts.events import Sealed
+from contracts.events import Labels, MemoryRemembered, Sealed
 from services.command.core import Context
 
 _ids = itertools.count(1)
@@ -22,6 +22,11 @@ def unseal(sealed: Sealed) -> str:
     return base64.b64decode(sealed.ciphertext).decode()
 
 
+def labels_of(event: MemoryRemembered) -> Labels:
+    """A new memory's labels, as the projector opens them (none: empty)."""
+    return Labels.model_validate_json(unseal(event.labels)) if event.labels else Labels()
+
+
 def make_context(scope: str = "member:ana", is_agent: bool = False,
                  is_admin: bool = False, targets: frozenset[str] = frozenset(),
                  member: str = "ana", now: datetime | None = None,
@@ -31,7 +36,8 @@ def make_context(scope: str = "member:ana", is_agent: bool = False,
     prefix = next(_ids)
     return Context(scope=scope, is_agent=is_agent, now=now or datetime(2026, 1, 1, tzinfo=UTC),
                    new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
-                   content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
+                   open=unseal, content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
+                   key_hash=lambda key: f"k:{key}", source_hash=lambda source: f"s:{source}",
                    is_admin=is_admin, targets=targets, member=member,
                    keep_revisions=keep_revisions, fork_of=fork_of,
                    max_candidates_per_run=max_candidates_per_run)

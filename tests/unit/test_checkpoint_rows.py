@@ -14,12 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
+from engram.crypto import MasterKey
 from services.command.adapters.restore import _checkpoint_rows, _stream_of
 from services.command.core import decide
 from services.command.errors import DomainError
 from services.command.state import StreamState, _item_row, evolve
 from tests.unit.conftest import make_context
 from tests.unit.test_decide_properties import build, steps
+
+MASTER = MasterKey(bytes(32))
 
 
 class Stored:
@@ -43,7 +46,8 @@ class Stored:
     def load(self) -> StreamState:
         ordered = sorted(self.items.values())  # ORDER BY position
         assert [p for p, _ in ordered] == list(range(len(ordered)))
-        return _stream_of(pickle.loads(self.header), [pickle.loads(r) for _, r in ordered])
+        rows = [pickle.loads(r) for _, r in ordered]
+        return _stream_of(pickle.loads(self.header), rows, MASTER)
 
 
 def reloaded(state: StreamState, stored: Stored | None = None) -> StreamState:
@@ -122,16 +126,45 @@ def test_forgetting_a_target_rewrites_the_rows_that_linked_to_it() -> None:
     assert not loaded.items[source].links
 
 
+def keyed(count: int) -> StreamState:
+    """A stream of ``count`` memories, each under a key (``key-N``), with their keys'
+    hashes as the writer's master key makes them (not the test context's)."""
+    state = StreamState("acme/member:ana")
+    ctx = replace(make_context(), key_hash=lambda key: MASTER.key_hash("acme", key))
+    for n in range(count):
+        for event in decide(state, c.RememberMemory(content=f"fact {n}", key=f"key-{n}"), ctx):
+            evolve(state, state.seq + 1, f"c{state.seq + 1}", event)
+    return state
+
+
+def of_before(state: StreamState) -> StreamState:
+    """The state as versions before sealed labels kept it: each item's key in plain (in
+    the field ``key``), no labels."""
+    old = pickle.loads(pickle.dumps(state))
+    for n, item in enumerate(old.items.values()):
+        del item.__dict__["key_hash"], item.__dict__["labels"]
+        item.__dict__["key"] = f"key-{n}"
+    return old
+
+
 def test_rows_of_before_the_format_still_load() -> None:
-    state = saved(2)
-    whole = pickle.loads(pickle.dumps(state))  # a row was the pickled state itself
+    state = keyed(2)
+    legacy = of_before(state)
+    whole = pickle.loads(pickle.dumps(legacy))  # a row was the pickled state itself
+    # Format 3's item rows: the plain key in the place of its hash, and no labels.
+    rows = [(*row[:5], f"key-{n}", *row[6:14])
+            for n, row in enumerate(map(_item_row, state.items.values()))]
     with_items = pickle.loads(  # then the state without items, and every item's row
-        pickle.dumps((2, replace(state, items={}), [_item_row(i) for i in state.items.values()]))
-    )
-    for legacy in (whole, with_items):
-        loaded = _stream_of(legacy, [])
-        assert_same(loaded, state)
-        assert loaded.stored is None  # none of its items is in command.stream_items yet
-        stored = Stored()
+        pickle.dumps((2, replace(state, items={}), rows)))
+    format_3 = pickle.loads(pickle.dumps((3, replace(state, items={}))))
+    for header, item_rows in ((whole, []), (with_items, []), (format_3, rows)):
+        loaded = _stream_of(header, item_rows, MASTER)
+        for item in loaded.items.values():
+            item.labels = state.items[item.item_id].labels  # sealed: of before, none
+        assert_same(loaded, state)  # the keys are hashed as the writer hashes them now
+        assert loaded.active_by_key(MASTER.key_hash("acme", "key-1")) is not None
+        assert loaded.stored is None  # its rows hold plain keys: the next checkpoint
+        stored = Stored()             # writes every item
         assert_same(reloaded(loaded, stored), state)
-        assert stored.written == 2  # so the next checkpoint writes them all
+        assert stored.written == 2
+        assert b"key-1" not in b"".join(r for _, r in stored.items.values())

@@ -84,7 +84,7 @@ def test_a_repeat_gets_the_first_answer_with_its_version_and_receipt() -> None:
         events = decide(state, cmd, ctx)
         for event in events:
             evolve(state, state.seq + 1, command_id, event)
-        return answer(cmd, state, command_id, events)
+        return answer(cmd, state, command_id, events, ctx)
 
     def repeat(command_id: str, type_: str) -> dict[str, object]:
         env = CommandEnvelope(command_id=command_id, type=type_, token="t",

@@ -7,6 +7,7 @@ import pytest
 from contracts import commands as c
 from contracts.events import (
     Event,
+    Labels,
     MemoryForgotten,
     MemoryPinned,
     MemoryRemembered,
@@ -16,7 +17,7 @@ from contracts.events import (
 from services.command.core import Context, decide
 from services.command.errors import Conflict, Forbidden, Gone, InvalidCommand, NotFound
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context, unseal
+from tests.unit.conftest import labels_of, make_context, unseal
 
 
 def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
@@ -214,6 +215,37 @@ def test_an_inference_never_replaces_a_confirmed_fact() -> None:
     assert state.items[item].revision == 1
 
 
+def test_a_memorys_key_tags_and_sources_travel_sealed() -> None:
+    """QA: a memory's key, tags and sources travelled in plain in engram.events, which is
+    kept for good, so a forget left them readable. They are sealed with the text now, and
+    only keyed hashes of the key and the sources stay beside them."""
+    state = StreamState("acme/member:ana")
+    [event] = run(state, c.RememberMemory(content="Ana's doctor is Dr Reyes.", key="doctor",
+                                          tags=("health",), sources=("msg-9",)))
+    assert isinstance(event, MemoryRemembered) and event.labels is not None
+    assert (event.key, event.tags, event.sources) == (None, (), ())
+    assert labels_of(event) == Labels(key="doctor", tags=("health",), sources=("msg-9",))
+    assert event.labels.key_id == event.item_id  # shredded with the memory's key
+    assert (event.key_hash, event.source_hashes) == ("k:doctor", ("s:msg-9",))
+    hashes = {"key_hash", "source_hashes", "content_hash"}  # the test's hashes are plain
+    for name in ("doctor", "health", "msg-9"):
+        assert name not in event.model_dump_json(exclude=hashes)
+    [plain] = run(state, c.RememberMemory(content="No labels here."))
+    assert isinstance(plain, MemoryRemembered)
+    assert (plain.labels, plain.key_hash, plain.source_hashes) == (None, None, ())
+
+
+def test_an_inferred_correction_waits_under_the_key_of_the_fact_it_corrects() -> None:
+    state = StreamState("acme/member:ana")
+    item = remembered(state, "The budget is 1500 EUR.", key="budget", tags=("money",))
+    [guess] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
+                                         content="The budget is 900 EUR."),
+                  make_context(is_agent=True))
+    assert isinstance(guess, MemoryRemembered) and guess.labels is not None
+    assert guess.labels.key_id == guess.item_id  # sealed anew, under the candidate's key
+    assert (labels_of(guess), guess.key_hash) == (Labels(key="budget"), "k:budget")
+
+
 def test_a_confirmed_remember_with_a_known_key_revises_that_fact() -> None:
     state = StreamState("s")
     item = remembered(state, "The budget is 1500 EUR.", key="budget")
@@ -270,4 +302,6 @@ def test_a_forgotten_memory_keeps_no_key_in_the_writers_state() -> None:
     state = StreamState("acme/member:ana")
     item = remembered(state, "The wifi password is hunter2.", key="wifi hunter2")
     run(state, c.ForgetMemory(item_id=item))
-    assert state.items[item].key is None and state.active_by_key("wifi hunter2") is None
+    forgotten = state.items[item]
+    assert forgotten.key_hash is None and forgotten.labels is None
+    assert state.active_by_key("k:wifi hunter2") is None

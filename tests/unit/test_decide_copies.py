@@ -12,7 +12,7 @@ from services.command.context import Context, Copy
 from services.command.core import decide
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context, unseal
+from tests.unit.conftest import labels_of, make_context, unseal
 
 
 def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -42,8 +42,9 @@ def test_a_promotion_copies_the_lasting_memories_once() -> None:
     first = made[0]
     assert isinstance(first, MemoryRemembered)
     assert len({e.item_id for e in made} | {"s1", "s3"}) == 4  # new ids, one per copy
-    assert (unseal(first.content), first.kind, first.sources, first.author) == (
+    assert (unseal(first.content), first.kind, labels_of(first).sources, first.author) == (
         "Run the tests first.", "procedure", ("s1", "turn-7"), "ana")
+    assert first.source_hashes == ("s:s1", "s:turn-7") and not first.sources  # sealed
     assert run(state, c.PromoteSession(), with_copies(*ctx.copies)) == []  # held already
 
 
@@ -123,7 +124,7 @@ def test_a_copy_keeps_its_sources_expiry_and_takes_a_key_of_another_lifetime() -
     assert isinstance(copied, MemoryRemembered) and archived.superseded_by == copied.item_id
     assert copied.expires_at is None and unseal(copied.content) == "Seats: window."
     assert isinstance(lasting, MemoryRemembered) and lasting.expires_at == later
-    holder = state.active_by_key("seat")
+    holder = state.active_by_key("k:seat")
     assert holder is not None and holder.item_id == copied.item_id
 
 

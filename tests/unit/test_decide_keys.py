@@ -33,7 +33,9 @@ def save(state: StreamState, text: str, ctx: Context | None = None, **kw: object
 
 
 def active(state: StreamState, key: str) -> list[str]:
-    return [i.item_id for i in state.items.values() if i.key == key and i.status == "active"]
+    """The active memories under ``key``, by a scan (the test context hashes it ``k:``)."""
+    return [i.item_id for i in state.items.values()
+            if i.key_hash == f"k:{key}" and i.status == "active"]
 
 
 def test_a_confirmed_correction_by_an_agent_archives_the_memory_it_corrects() -> None:
@@ -82,11 +84,11 @@ def test_a_memory_whose_key_was_taken_is_not_made_active_again() -> None:
     new = save(state, "Replies in German.", key="lang")
     for again in (c.DisableMemory(item_id=old, disabled=False),
                   c.UndoChange(item_id=old, base_revision=state.items[old].revision)):
-        with pytest.raises(Conflict, match=f"memory {new} holds the key 'lang'") as refused:
+        with pytest.raises(Conflict, match=f"memory {new} holds this memory's key") as refused:
             run(state, again)
         assert refused.value.rejection().extra["held_by"] == new
     run(state, c.ArchiveMemory(item_id=old))
-    with pytest.raises(Conflict, match="holds the key"):
+    with pytest.raises(Conflict, match="holds this memory's key"):
         run(state, c.UnarchiveMemory(item_id=old))
     run(state, c.ArchiveMemory(item_id=new))
     run(state, c.UnarchiveMemory(item_id=old))  # the key is free again
@@ -126,7 +128,7 @@ def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) ->
         with contextlib.suppress(DomainError):
             run(state, cmd, make_context(is_agent=step == "agent"))
         for k in KEYS:
-            found = state.active_by_key(k)
+            found = state.active_by_key(f"k:{k}")
             assert (found.item_id if found else None) == next(iter(active(state, k)), None)
 
 

@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
-from contracts.events import MemoryLinked, MemoryRemembered, MemoryStatusChanged, MemoryUnlinked
+from contracts.events import (
+    MemoryLinked,
+    MemoryRemembered,
+    MemoryStatusChanged,
+    MemoryUnlinked,
+    RevisionsPruned,
+)
 from services.command.core import decide
 from services.command.errors import Conflict, DomainError
 from services.command.state import StreamState, evolve
@@ -81,6 +87,9 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int
         stale = getattr(cmd, "base_revision", None)
         # Stale bases always conflict: no event was decided on an old revision.
         assert stale is None or stale == before_rev
+        # Each item's revision before this command's event on it (a confirm also archives
+        # the memory its candidate replaces, whose revision is its own).
+        last = {i: item.revision for i, item in state.items.items()}
         for event in events:
             seq += 1
             evolve(state, seq, f"c{seq}", event)
@@ -92,10 +101,11 @@ def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int
                     assert cap is None or proposed[event.run_id] <= cap
                 continue
             item = state.items[event.item_id]
-            if isinstance(event, MemoryLinked | MemoryUnlinked):
-                assert item.revision == before_rev  # a link is no revision of the text
+            if isinstance(event, MemoryLinked | MemoryUnlinked | RevisionsPruned):
+                assert item.revision == last[item.item_id]  # no revision of the text
             elif item.status != "forgotten":
-                assert item.revision == before_rev + 1  # revisions increase by exactly one
+                assert item.revision == last[item.item_id] + 1  # revisions go up by exactly one
+            last[item.item_id] = item.revision
             if isinstance(event, MemoryStatusChanged) and before_status == "candidate":
                 # A candidate becomes active only by a person's confirm.
                 assert item.status != "active" or (kind == "confirm" and not a["agent"])

@@ -18,7 +18,14 @@ from contracts import topics
 from contracts.commands import COMMANDS, Command
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.crypto import KeyMissingError, MasterKey, open_payload, seal, sealed_key_ids
+from engram.crypto import (
+    KeyMissingError,
+    MasterKey,
+    open_payload,
+    open_sealed,
+    seal,
+    sealed_key_ids,
+)
 from services.command.adapters.batch import Decoded
 from services.command.adapters.lookups import Lookups, command_key
 from services.command.adapters.policies import OrgLimits
@@ -101,7 +108,10 @@ def context_for(
         now=datetime.now(UTC),
         new_item_id=lambda: new_item_id(env.stream_id, env.command_id),
         seal=seal_for,
+        open=lambda sealed: open_sealed(sealed, keys[sealed.key_id]),
         content_hash=lambda text: master.content_hash(principal.org, text),
+        key_hash=lambda key: master.key_hash(principal.org, key),
+        source_hash=lambda source: master.source_hash(principal.org, source),
         is_admin="admin" in principal.roles,
         targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
         forgotten_targets=frozenset(

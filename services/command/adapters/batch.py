@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.crypto import sealed_key_ids
+from engram.crypto import MasterKey, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
@@ -112,7 +112,10 @@ def _named(record: Record) -> tuple[str, str] | None:
 
 
 def keys_needed(
-    decoded: list[Decoded], states: Mapping[str, StreamState], looked_up: Lookups
+    decoded: list[Decoded],
+    states: Mapping[str, StreamState],
+    looked_up: Lookups,
+    master: MasterKey,
 ) -> tuple[list[tuple[str, str]], set[str]]:
     """The data keys a batch may seal with: ``(item_id, org)`` of each it may create (a
     new item's, a copy's), and the ids of the existing ones it may need."""
@@ -130,7 +133,11 @@ def keys_needed(
         new += [(copy_item_id(own, s.item_id), org) for s in copies]
         state = states.get(env.stream_id)
         if state and copies:  # a key the stream holds takes the copy as a revision
-            existing |= {i.item_id for s in copies if s.key and (i := state.active_by_key(s.key))}
+            existing |= {
+                i.item_id
+                for s in copies
+                if s.key and (i := state.active_by_key(master.key_hash(org, s.key)))
+            }
         existing.update(ids_in(env.payload.get("item_id")))
         # A rejection's reason is sealed under the key of the memory its proposal is on.
         pid = env.payload.get("proposal_id")
@@ -143,7 +150,11 @@ def keys_needed(
             existing.add(proposal.item_id)
         key = env.payload.get("key") if env.type == "RememberMemory" else None
         # A confirmed save with a known key revises that item, under its key.
-        if state and isinstance(key, str) and (same := state.active_by_key(key.strip())):
+        if (
+            state
+            and isinstance(key, str)
+            and (same := state.active_by_key(master.key_hash(org, key.strip())))
+        ):
             existing.add(same.item_id)
         existing.update(ids_in(list(sealed_key_ids(env.payload))))
     return new, existing

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from contracts import topics
 from contracts.envelope import EventHeader
 from contracts.events import Event, MemoryRemembered, decode_event
+from engram.crypto import MasterKey
 from engram.kafka import consumer
 from engram.logging import get_logger
 from services.command.state import StreamState, changed_rows, evolve, from_rows
@@ -38,9 +39,10 @@ log = get_logger(__name__)
 States = dict[str, StreamState]
 UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
 # A stream's row: (ROW_FORMAT, its state without items); its items are rows of
-# command.stream_items. Rows of before still load: the pickled StreamState itself, and
-# (2, the state without items, every item's row).
-ROW_FORMAT = 3
+# command.stream_items. Rows of before still load: the pickled StreamState itself,
+# (2, the state without items, every item's row), and format 3, whose items kept their
+# key in plain where format 4 keeps its keyed hash (``_hash_keys``).
+ROW_FORMAT = 4
 ItemRecord = tuple[str, str, int, bytes]  # stream_id, item_id, position, pickled row
 
 
@@ -63,9 +65,10 @@ class Restored:
 
 
 class Restorer:
-    def __init__(self, pool: asyncpg.Pool, bootstrap: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, bootstrap: str, master: MasterKey) -> None:
         self._pool = pool
         self._bootstrap = bootstrap
+        self._master = master
 
     async def restore(self, partition: int) -> Restored:
         """The partition's states, the next event offset, what was replayed and changed."""
@@ -93,6 +96,8 @@ class Restorer:
             return {}, 0, set()
         if row["state"] is not None:  # a whole-partition checkpoint, from before rows
             states: States = await asyncio.to_thread(pickle.loads, row["state"])
+            for state in states.values():
+                _hash_keys(state, self._master)
             return states, row["next_offset"], set(states)
         return {}, row["next_offset"], set()
 
@@ -114,10 +119,10 @@ class Restorer:
             )
         size = sum(len(r["state"]) for r in headers) + sum(len(r["item"]) for r in items)
         if size < UNPICKLE_INLINE_BYTES:
-            return _unpickle(headers, items)
+            return _unpickle(headers, items, self._master)
         # Unpickling many large streams takes a while: off the event loop, which keeps the
         # other partitions' writers and the consumer's heartbeats going meanwhile.
-        return await asyncio.to_thread(_unpickle, headers, items)
+        return await asyncio.to_thread(_unpickle, headers, items, self._master)
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
         """Write the changed streams' headers, their new and changed items, and the offset
@@ -184,31 +189,60 @@ class Restorer:
                 if missing:  # their rows are as of the checkpoint: fold onto them
                     states.update(await self.load(partition, missing))
                 for env, event in decoded:
-                    _fold(states, env, event)
+                    _fold(states, env, _with_key_hash(env, event, self._master))
                     touched.add(env.stream_id)
             return await events.position(tp), count, touched
         finally:
             await events.stop()
 
 
-def _unpickle(headers: list[asyncpg.Record], items: list[asyncpg.Record]) -> States:
+def _unpickle(
+    headers: list[asyncpg.Record], items: list[asyncpg.Record], master: MasterKey
+) -> States:
     rows: dict[str, list[Any]] = {}
     for record in items:
         rows.setdefault(record["stream_id"], []).append(pickle.loads(record["item"]))
     return {
-        r["stream_id"]: _stream_of(pickle.loads(r["state"]), rows.get(r["stream_id"], []))
+        r["stream_id"]: _stream_of(pickle.loads(r["state"]), rows.get(r["stream_id"], []), master)
         for r in headers
     }
 
 
-def _stream_of(stored: Any, rows: list[Any]) -> StreamState:
+def _stream_of(stored: Any, rows: list[Any], master: MasterKey) -> StreamState:
     if isinstance(stored, StreamState):  # a row of before item rows: the whole state
-        return stored
-    if stored[0] == 2:  # (2, header, every item's row), none in command.stream_items
+        state = stored
+    elif stored[0] == 2:  # (2, header, every item's row), none in command.stream_items
         state = from_rows(stored[1], stored[2])
-        state.stored = state.touched = None  # the next checkpoint stores every item
-        return state
-    return from_rows(stored[1], rows)
+    else:
+        state = from_rows(stored[1], rows)
+        if stored[0] == ROW_FORMAT:
+            return state
+    _hash_keys(state, master)
+    return state
+
+
+def _hash_keys(state: StreamState, master: MasterKey) -> None:
+    """A state of before sealed labels, its items' keys in plain, as this format keeps
+    them: as keyed hashes. Its next checkpoint stores every item, so no plain key stays in
+    its rows (it is dirty as soon as it changes)."""
+    org = state.stream_id.split("/", 1)[0]
+    for item in state.items.values():
+        # An item pickled whole has the field of before (``key``); one from a row holds the
+        # plain key where ``key_hash`` is now.
+        plain = item.__dict__.pop("key", None) or item.__dict__.get("key_hash")
+        item.key_hash = master.key_hash(org, plain) if plain is not None else None
+        item.__dict__.setdefault("labels", None)
+    state.keyed = None
+    state.stored = state.touched = None  # the next checkpoint stores every item
+
+
+def _with_key_hash(env: EventHeader, event: Event, master: MasterKey) -> Event:
+    """An event written before labels were sealed carries its key in plain: the state
+    keeps the key's hash, as the writer puts it in every event it writes now."""
+    if isinstance(event, MemoryRemembered) and event.key is not None and event.key_hash is None:
+        org = env.stream_id.split("/", 1)[0]
+        return event.model_copy(update={"key_hash": master.key_hash(org, event.key)})
+    return event
 
 
 def _checkpoint_rows(partition: int, states: States, dirty: set[str]) -> CheckpointRows:

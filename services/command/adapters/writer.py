@@ -196,7 +196,9 @@ class PartitionWriter:
 
     async def _prepare_keys(self, decoded: list[Decoded], looked_up: Lookups) -> dict[str, bytes]:
         """Fetch or create every data key the batch may seal with, in one round trip."""
-        return await self._keys.ensure(*keys_needed(decoded, self.states, looked_up))
+        return await self._keys.ensure(
+            *keys_needed(decoded, self.states, looked_up, self._keys.master)
+        )
 
     async def _handle(
         self, d: Decoded, keys: dict[str, bytes], looked_up: Lookups, cleanup: Cleanup
@@ -236,7 +238,7 @@ class PartitionWriter:
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
-        result = answer(cmd, state, env.command_id, events)
+        result = answer(cmd, state, env.command_id, events, ctx)
         if not events:  # it changed nothing: a retry gets this answer, not a new decision
             state.record_answer(env.command_id, result)
             self.dirty.add(state.stream_id)

@@ -21,9 +21,29 @@ SELECT EXISTS (
 )
 
 -- name: record_sources
-INSERT INTO extractor.sources (org, source_id, item_id, stream_id)
-SELECT $1, source_id, $3, $4 FROM unnest($2::text[]) AS source_id
+-- The sources' keyed hashes (004).
+INSERT INTO extractor.sources (org, source_id, item_id, stream_id, hashed)
+SELECT $1, source_id, $3, $4, true FROM unnest($2::text[]) AS source_id
 ON CONFLICT (org, source_id, item_id) DO NOTHING
+
+-- name: plain_sources
+-- Rows recorded before sources were hashed (004), a chunk at a time.
+SELECT org, source_id, item_id FROM extractor.sources
+WHERE NOT hashed AND source_id <> item_id
+LIMIT $1
+
+-- name: rehash_sources
+-- Those rows with their sources' hashes in place of the ids.
+WITH plain AS (
+    DELETE FROM extractor.sources s
+    USING unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(org, source_id, item_id, hash)
+    WHERE s.org = u.org AND s.source_id = u.source_id AND s.item_id = u.item_id
+    RETURNING s.org, u.hash, s.item_id, s.suppressed, s.stream_id
+)
+INSERT INTO extractor.sources (org, source_id, item_id, suppressed, stream_id, hashed)
+SELECT org, hash, item_id, suppressed, stream_id, true FROM plain
+ON CONFLICT (org, source_id, item_id) DO UPDATE
+SET suppressed = extractor.sources.suppressed OR EXCLUDED.suppressed
 
 -- name: suppress_sources
 UPDATE extractor.sources SET suppressed = true WHERE org = $1 AND item_id = $2
