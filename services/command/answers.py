@@ -140,15 +140,16 @@ def forget_receipt(erased: list[dict[str, Any]]) -> dict[str, Any]:
         "erased": list(erased),
         "where": [
             "keystore: the item's data key is deleted, so every sealed copy in engram.events "
-            "is unreadable (crypto-shredding)",
-            "read models: text removed from the item, every revision, every proposal on it "
-            "and every embedding; its links removed",
+            "(its text, key, tags and sources) is unreadable (crypto-shredding)",
+            "read models: text, key, tags and sources removed from the item, every revision, "
+            "every proposal on it and every embedding; its links removed",
             "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
             "deleted from the broker's disk within minutes of being decided, as every decided "
             "command is",
         ],
-        "kept": "a content-free tombstone and keyed hashes of the text; copies a promotion "
-        "or a fork made of it are memories of their own scope, forgotten on their own",
+        "kept": "a content-free tombstone and keyed hashes of the text, the key and the "
+        "sources; copies a promotion or a fork made of it are memories of their own scope, "
+        "forgotten on their own",
     }
 
 
