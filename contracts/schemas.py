@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from contracts import envelope, recall
 from contracts.commands import COMMANDS
 from contracts.conversations import ConversationTurn
-from contracts.events import EVENTS
+from contracts.events import EVENTS, Labels
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
@@ -42,6 +42,7 @@ def messages() -> dict[str, type[BaseModel]]:
     }
     found |= {f"commands.{name}": model for name, model in COMMANDS.items()}
     found |= {f"events.{name}": model for name, model in EVENTS.items()}
+    found["events.Labels"] = Labels  # what MemoryRemembered.labels holds, sealed
     found["ConversationTurn"] = ConversationTurn
     return found
 
