@@ -19,14 +19,14 @@ REPLIES = "engram.replies"
 CONVERSATIONS = "engram.conversations"
 DLQ_PREFIX = "engram.dlq."
 
-# A record on engram.commands with this header (and no value) is the command service's
-# own roll marker: it closes the partition's segment so that the commands before it can be
-# deleted from disk (services/command/adapters/pruner.py). It is no command: it gets no
-# reply, is never dead-lettered, and its offset is committed like a command's.
+# A record on engram.commands or engram.conversations with this header (and no value) is
+# their reader's own roll marker: it closes the partition's segment so that the records
+# before it can be deleted from disk (engram/log_pruner.py). It is no command and no turn:
+# it gets no reply, is never dead-lettered, and its offset is committed like a record's.
 ROLL_MARKER_HEADER = "engram-roll"
-# How old a segment of engram.commands may grow before the next record starts a new one;
-# the pruner rolls and deletes at this pace.
-COMMANDS_SEGMENT_MS = 60_000
+# How old a segment of those two topics may grow before the next record starts a new one;
+# their pruners roll and delete at this pace.
+PRUNED_SEGMENT_MS = 60_000
 # Kafka's id of a record timestamp that the broker set as it appended the record (the
 # topic's message.timestamp.type=LogAppendTime), which no producer can set back.
 LOG_APPEND_TIME = 1
@@ -51,8 +51,9 @@ class TopicSpec:
 
 
 def is_roll_marker(headers: Iterable[tuple[str, bytes]] | None, value: bytes | None) -> bool:
-    """Whether a record of engram.commands is a roll marker: the header and no value (a
-    record with a value is a command, or poison, whatever headers its producer set)."""
+    """Whether a record of engram.commands or engram.conversations is a roll marker: the
+    header and no value (a record with a value is a command, a turn, or poison, whatever
+    headers its producer set)."""
     return not value and any(key == ROLL_MARKER_HEADER for key, _ in headers or ())
 
 
@@ -74,7 +75,7 @@ def topic_specs(partitions: int) -> list[TopicSpec]:
             partitions,
             7 * DAY_MS,
             (
-                ("segment.ms", str(COMMANDS_SEGMENT_MS)),
+                ("segment.ms", str(PRUNED_SEGMENT_MS)),
                 ("file.delete.delay.ms", "1000"),
                 ("message.timestamp.type", "LogAppendTime"),
             ),
@@ -82,7 +83,14 @@ def topic_specs(partitions: int) -> list[TopicSpec]:
         # The log is the source of truth: replay starts at offset 0, forever.
         TopicSpec(EVENTS, partitions, -1),
         TopicSpec(REPLIES, partitions, 1 * DAY_MS),
-        TopicSpec(CONVERSATIONS, partitions, 7 * DAY_MS),
+        # A turn may carry a person's words too: once the extractor has handled it, it
+        # deletes it as the command service deletes a decided command (the same pruner).
+        TopicSpec(
+            CONVERSATIONS,
+            partitions,
+            7 * DAY_MS,
+            (("segment.ms", str(PRUNED_SEGMENT_MS)), ("file.delete.delay.ms", "1000")),
+        ),
         *(TopicSpec(dead_letter_topic(s), 1, -1) for s in SERVICES),
     ]
 

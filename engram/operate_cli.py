@@ -80,12 +80,13 @@ def prune_commands(
     delete what the group has decided, and roll each segment the group has read into (the
     service does this every ENGRAM_COMMAND_PRUNE_SECONDS; this is for "now", after a
     forget). The broker removes the files at its next retention check."""
-    from services.command.adapters.pruner import CommandLogPruner
+    from contracts.topics import COMMANDS
+    from engram.log_pruner import GroupLogPruner
 
     common = ready_settings()
 
     async def go() -> dict[int, int]:
-        pruner = CommandLogPruner(common.kafka_bootstrap_servers, group)
+        pruner = GroupLogPruner(common.kafka_bootstrap_servers, COMMANDS, group)
         await pruner.start()
         try:
             return await pruner.prune_once(await pruner.all_partitions())

@@ -106,7 +106,7 @@ def server_properties(paths: StatePaths) -> dict[str, str]:
         "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
         # How often the broker deletes segments below a topic's log start (DeleteRecords):
         # every 5 s, not 5 min, so that the commands the command service prunes leave
-        # the disk soon after (services/command/adapters/pruner.py).
+        # the disk soon after (engram/log_pruner.py).
         "log.retention.check.interval.ms": "5000",
         "log.initial.task.delay.ms": "5000",  # the first check: 30 s after a start by default
     }

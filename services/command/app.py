@@ -16,6 +16,7 @@ from engram.db import create_pool, migrate, migrate_shared
 from engram.http import install_health, install_problem_handlers
 from engram.kafka import partition_count
 from engram.keystore import KeyStore
+from engram.log_pruner import GroupLogPruner
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
@@ -24,7 +25,6 @@ from services.command.adapters.lookups import BatchLookups
 from services.command.adapters.policies import OrgPolicies
 from services.command.adapters.processor import CommandProcessor
 from services.command.adapters.projection import ProjectionWatch
-from services.command.adapters.pruner import CommandLogPruner
 from services.command.adapters.replies import CommandGateway
 from services.command.adapters.restore import Restorer
 from services.command.adapters.targets import LinkTargets
@@ -99,7 +99,7 @@ def create_app(
         await gateway.start()
         app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
         app.state.processor, app.state.keystore = processor, keystore
-        pruner = CommandLogPruner(common.kafka_bootstrap_servers, settings.group_id)
+        pruner = GroupLogPruner(common.kafka_bootstrap_servers, topics.COMMANDS, settings.group_id)
         await pruner.start()
         task = supervise(processor.run(), "command-processor")
         pruning = supervise(

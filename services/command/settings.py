@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from contracts.topics import COMMANDS_SEGMENT_MS
+from contracts.topics import PRUNED_SEGMENT_MS
 from engram.settings import ServiceSettings
 
 
@@ -23,8 +23,8 @@ class CommandSettings(ServiceSettings):
     # and loaded again from their checkpoint rows when a command for them comes.
     cached_items: int = Field(100_000, ge=1)
     # How often the decided commands are deleted from engram.commands (see
-    # adapters/pruner.py): the topic's segment age, so that every pass closes a segment.
-    prune_seconds: float = Field(COMMANDS_SEGMENT_MS / 1000, gt=0)
+    # engram/log_pruner.py): the topic's segment age, so that every pass closes a segment.
+    prune_seconds: float = Field(PRUNED_SEGMENT_MS / 1000, gt=0)
     # How long a promotion's or a fork's read of its source (and a second look for a link's
     # target) waits for the projector to hold what the log held (adapters/projection.py);
     # the partition's writer waits meanwhile. Past it, a promotion or fork is refused (503).

@@ -21,6 +21,7 @@ from engram.budget import DailyBudget, utc_today
 from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate, migrate_shared
 from engram.http import install_health, install_problem_handlers
+from engram.log_pruner import TableLogPruner
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
@@ -65,11 +66,30 @@ def create_app(
         sources.follower = _follower(common, settings, pool, "events", sources.handle_batch)
         app.state.followers = {"turns": turns.follower, "events": sources.follower}
         tasks = [supervise(f.run(), f"extractor-{n}") for n, f in app.state.followers.items()]
+        # Handled turns leave the topic's disk (a turn may hold words a forget erases).
+        pruner = TableLogPruner(
+            common.kafka_bootstrap_servers,
+            settings.conversations_topic,
+            pool,
+            OFFSETS,
+            settings.group_id,
+        )
+        await pruner.start()
+        reading = turns.follower.consumer
+        tasks.append(
+            supervise(
+                pruner.run(
+                    settings.prune_seconds, lambda: {tp.partition for tp in reading.assignment()}
+                ),
+                "extractor-pruner",
+            )
+        )
         log.info("extractor_started", port=settings.port, ai="on" if ai else "off")
         try:
             yield
         finally:
             await cancel(*tasks)
+            await pruner.stop()
             await client.aclose()
             await publisher.stop()
             await pool.close()

@@ -17,6 +17,7 @@ import asyncpg
 from prometheus_client import Counter
 from pydantic import ValidationError
 
+from contracts import topics
 from contracts.conversations import ConversationTurn
 from contracts.envelope import EventEnvelope
 from contracts.events import Event, MemoryForgotten, MemoryRemembered, decode_event
@@ -59,6 +60,8 @@ class TurnExtractor:
             await self._handle(conn, record)
 
     async def _handle(self, conn: asyncpg.Connection, record: Any) -> None:
+        if topics.is_roll_marker(record.headers, record.value):
+            return  # the pruner's own (engram/log_pruner.py): no turn
         try:
             turn, principal, stream = self._admit(record)
         except PoisonMessageError as exc:

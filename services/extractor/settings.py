@@ -25,6 +25,9 @@ class ExtractorSettings(ServiceSettings):
     # waits on this service's work, and waking for every transaction cost the broker and
     # this service about 2 ms of CPU per command. 0: wake for every transaction.
     fetch_gather_ms: int = Field(200, ge=0, le=5000)
+    # How often the handled turns are deleted from the conversations topic (see
+    # engram/log_pruner.py): its segment age, so that every pass closes a segment.
+    prune_seconds: float = Field(topics.PRUNED_SEGMENT_MS / 1000, gt=0)
 
     # An OpenAI-compatible endpoint: a base URL (…/v1) or the full …/chat/completions.
     extraction_url: str | None = Field(None, alias="MEMORY_EXTRACTION_URL")

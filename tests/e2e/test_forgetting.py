@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -15,19 +16,22 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from contracts import topics
+from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope
 from engram.crypto import MasterKey, load_master_key
 from engram.devstack import kafka as devkafka
 from engram.devstack import postgres as devpostgres
 from engram.devstack import resolve_state
+from engram.log_pruner import GroupLogPruner, TableLogPruner
 from engram.settings import CommonSettings
-from services.command.adapters.pruner import CommandLogPruner
+from services.extractor.settings import ExtractorSettings
 from services.projector.replay import replay
 from tests.conftest import caller
 from tests.support import (
     end_offsets,
     eventually,
     new_command_id,
+    publish_turns,
     read_replies,
     send_commands,
     shadow_database,
@@ -163,7 +167,7 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
     dead_before = await end_offsets(bootstrap, dead_letters)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    pruner = CommandLogPruner(bootstrap, "engram-command")
+    pruner = GroupLogPruner(bootstrap, topics.COMMANDS, "engram-command")
     await pruner.start()
     try:
         await _set_segment_ms(admin, "1000")
@@ -175,10 +179,77 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
 
         await eventually(gone, deadline=90, interval=1.0, what="the plain text off the disk")
     finally:
-        await _set_segment_ms(admin, str(topics.COMMANDS_SEGMENT_MS))
+        await _set_segment_ms(admin, str(topics.PRUNED_SEGMENT_MS))
         await pruner.stop()
         await admin.close()
     # The markers were committed by the writer, never taken for poison.
+    assert await end_offsets(bootstrap, dead_letters) == dead_before
+
+
+async def test_a_turns_words_leave_the_conversations_topic_once_handled(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """A conversation turn carries the user's words in plain on engram.conversations. Once
+    the extractor has handled it (its offset stored with what it wrote), the extractor's
+    pruner deletes it and rolls its segment, as the command service does for commands; a
+    forget of what it proposed from the turn then leaves the words nowhere on disk. The
+    topic's segments roll here after 1 s instead of a minute."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    kafka_data = devkafka.data_dir(resolve_state())
+    ana, secret = caller(), f"wombat{uuid.uuid4().hex}"
+    message = f"Remember that my gym locker code is {secret}."
+    turn = ConversationTurn(turn_id=f"turn-{secret}", run_id="run-1", token=ana.token,
+                            user_message=message, completed_at=datetime.now(UTC))
+    await publish_turns(bootstrap, turn.model_dump_json().encode())
+
+    def holders() -> set[str]:
+        return {Path(f).parent.name for f in files_containing(kafka_data, secret.encode())
+                if Path(f).parent.name.startswith(f"{topics.CONVERSATIONS}-")}
+
+    assert holders(), "the scan can see the turn's words"
+    async with httpx.AsyncClient(timeout=30) as http:
+
+        async def candidate() -> str | None:
+            r = await http.get(f"{services['recall']}/v1/memories", headers=ana.headers,
+                               params={"status": "candidate"})
+            found = [m["item_id"] for m in r.json()["memories"] if secret in m["content"]]
+            return found[0] if found else None
+
+        item_id = await eventually(candidate, deadline=60, what="the turn's candidate")
+        forgotten = await http.delete(f"{services['command']}/v1/memories/{item_id}",
+                                      headers=ana.headers)
+        assert forgotten.status_code == 200, forgotten.text
+
+    common = CommonSettings()
+    pool = await asyncpg.create_pool(common.database_url, min_size=1, max_size=2)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    pruner = TableLogPruner(bootstrap, topics.CONVERSATIONS, pool, "extractor.offsets",
+                            ExtractorSettings().group_id)
+    await pruner.start()
+    dead_letters = [topics.dead_letter_topic("extractor")]
+    dead_before = await end_offsets(bootstrap, dead_letters)
+    try:
+        await _set_segment_ms(admin, "1000", topics.CONVERSATIONS)
+        partitions = await pruner.all_partitions()
+
+        async def gone() -> bool:
+            await pruner.prune_once(partitions)
+            return not holders()
+
+        await eventually(gone, deadline=90, interval=1.0, what="the turn's words off the disk")
+
+        async def read_to_the_end() -> bool:  # the markers too
+            ends = await end_offsets(bootstrap, [topics.CONVERSATIONS])
+            handled = await pruner.committed(partitions)
+            return all(handled.get(tp.partition, 0) >= end for tp, end in ends.items())
+
+        await eventually(read_to_the_end, deadline=60, what="the extractor past the markers")
+    finally:
+        await _set_segment_ms(admin, str(topics.PRUNED_SEGMENT_MS), topics.CONVERSATIONS)
+        await pruner.stop()
+        await admin.close()
+        await pool.close()
+    # The extractor took the roll markers for no turn: it dead-lettered none of them.
     assert await end_offsets(bootstrap, dead_letters) == dead_before
 
 
@@ -229,11 +300,11 @@ async def _status(http: httpx.AsyncClient, url: str, headers: dict[str, str], it
     return (await http.get(f"{url}/v1/memories/{item_id}", headers=headers)).status_code == status
 
 
-async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str) -> None:
-    [spec] = [s for s in topics.topic_specs(1) if s.name == topics.COMMANDS]
+async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str,
+                          topic: str = topics.COMMANDS) -> None:
+    [spec] = [s for s in topics.topic_specs(1) if s.name == topic]
     settings = {**spec.config(), "segment.ms": value}
-    await admin.alter_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, settings)])
+    await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, settings)])
 
 
 async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,

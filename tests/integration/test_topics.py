@@ -29,7 +29,7 @@ async def test_set_up_restores_a_topics_settings(stack_settings: dict[str, str])
         await admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, older)])
         old = (await topic_configs(admin, [topics.COMMANDS]))[topics.COMMANDS]
-        assert old["segment.ms"] != str(topics.COMMANDS_SEGMENT_MS)
+        assert old["segment.ms"] != str(topics.PRUNED_SEGMENT_MS)
         assert old["message.timestamp.type"] == "CreateTime"
 
         created = await ensure_topics(bootstrap, CommonSettings().partitions)
@@ -37,7 +37,7 @@ async def test_set_up_restores_a_topics_settings(stack_settings: dict[str, str])
         assert created == []
         now = (await topic_configs(admin, [topics.COMMANDS]))[topics.COMMANDS]
         assert {k: now[k] for k in spec.config()} == spec.config()
-        assert now["segment.ms"] == str(topics.COMMANDS_SEGMENT_MS)
+        assert now["segment.ms"] == str(topics.PRUNED_SEGMENT_MS)
         assert now["message.timestamp.type"] == "LogAppendTime"
     finally:
         await admin.close()
