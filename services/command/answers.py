@@ -146,6 +146,8 @@ def forget_receipt(erased: list[dict[str, Any]]) -> dict[str, Any]:
             "engram.commands: a command that carried the text in plain (a Kafka caller's) is "
             "deleted from the broker's disk within minutes of being decided, as every decided "
             "command is",
+            "engram.conversations: a conversation turn it was proposed from is deleted from "
+            "the broker's disk within minutes of being handled, as every handled turn is",
         ],
         "kept": "a content-free tombstone and keyed hashes of the text, the key and the "
         "sources; copies a promotion or a fork made of it are memories of their own scope, "
