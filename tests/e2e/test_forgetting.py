@@ -195,8 +195,9 @@ async def test_a_turns_words_leave_the_conversations_topic_once_handled(
     topic's segments roll here after 1 s instead of a minute."""
     bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
     kafka_data = devkafka.data_dir(resolve_state())
-    ana, secret = caller(), f"wombat{uuid.uuid4().hex}"
-    message = f"Remember that my gym locker code is {secret}."
+    # Letters only: the rules take a long run of hex digits for a secret, and propose none.
+    ana, secret = caller(), "wombat" + "".join(chr(97 + int(c, 16)) for c in uuid.uuid4().hex)
+    message = f"I prefer tea brewed by {secret}."
     turn = ConversationTurn(turn_id=f"turn-{secret}", run_id="run-1", token=ana.token,
                             user_message=message, completed_at=datetime.now(UTC))
     await publish_turns(bootstrap, turn.model_dump_json().encode())
