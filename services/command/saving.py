@@ -146,7 +146,7 @@ def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, An
             index=index,
         )
     payload = {"content": message["content"], "kind": message.get("kind", "note"), "scope": scope}
-    if isinstance(message.get("id"), str):
+    if message.get("id") is not None:  # a source, checked as one (QA: a number was dropped)
         payload["sources"] = [message["id"]]
     if related is not None:
         payload["related_ids"] = related

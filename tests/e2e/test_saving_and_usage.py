@@ -33,6 +33,11 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
         bad = await http.post(f"{command}/v1/memories/ingest", headers=ana.headers,
                               json={"messages": [*messages, {"content": "x" * 4001}]})
         assert (bad.status_code, bad.json()["index"]) == (422, 2)  # and nothing saved
+        # QA: an id that is no string was dropped, and the message saved with no source.
+        for odd in (12345, ["m-3"], ""):
+            bad = await http.post(f"{command}/v1/memories/ingest", headers=ana.headers,
+                                  json={"messages": [*messages, {"content": "x", "id": odd}]})
+            assert (bad.status_code, bad.json()["index"]) == (422, 2), bad.text
         key = {"Idempotency-Key": f"ingest-{ana.org}", **ana.headers}
         first = await http.post(f"{command}/v1/memories/ingest", headers=key,
                                 json={"messages": messages, "related_ids": [lesson]})
