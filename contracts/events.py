@@ -101,6 +101,11 @@ class MemoryRevised(Event):
     content_hash: Annotated[str, Field(max_length=200)]
     content_length: Count
     restored_from: Count | None = None
+    # A keyed save (or a copy) that revises the key's memory and brings tags or sources it
+    # did not have: the memory's labels from now on, sealed as ``MemoryRemembered``'s are,
+    # and the keyed hashes of the sources it brought. None and () otherwise.
+    labels: Sealed | None = None
+    source_hashes: tuple[Annotated[str, Field(max_length=200)], ...] = ()
 
 
 class MemoryPinned(Event):

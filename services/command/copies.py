@@ -17,10 +17,12 @@ from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.rules import (
+    MAX_LABELS,
     expired,
     keeps_lifetime,
     labelled,
     new_revision,
+    relabelled,
     superseded_by,
 )
 from services.command.state import StreamState
@@ -76,7 +78,9 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
         same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
         if same_key is not None and keeps_lifetime(same_key, source.expires_at, ctx.now):
             text, title = source.content, source.title
-            events.append(new_revision(same_key, text, title, ctx, "corrected", digest=digest))
+            revised = new_revision(same_key, text, title, ctx, "corrected", digest=digest)
+            sources = _copy_sources(source)
+            events.append(relabelled(revised, same_key, ctx, source.key, source.tags, sources))
             continue
         copy_id = copy_item_id(base_id, source.item_id)
         if same_key is not None:  # another lifetime: a memory of its own takes the key
@@ -94,9 +98,14 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
         content=ctx.seal(item_id, source.content),
         title=ctx.seal(item_id, source.title) if source.title else None,
         pinned=source.pinned,
-        **labelled(item_id, ctx, source.key, source.tags, (source.item_id, *source.sources)[:32]),
+        **labelled(item_id, ctx, source.key, source.tags, _copy_sources(source)),
         content_hash=digest,
         content_length=len(source.content),
         expires_at=source.expires_at,
         author=ctx.member,
     )
+
+
+def _copy_sources(source: Copy) -> tuple[str, ...]:
+    """A copy's sources: the memory it copies, then that memory's own."""
+    return (source.item_id, *source.sources)[:MAX_LABELS]

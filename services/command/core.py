@@ -44,6 +44,7 @@ from services.command.rules import (
     key_of,
     labelled,
     new_revision,
+    relabelled,
     replaced_on_confirm,
     status_change,
     superseded_by,
@@ -97,6 +98,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         if keeps_lifetime(existing, cmd.expires_at, ctx.now):  # as a new revision of it
             text, title = cmd.content, cmd.title
             revised = new_revision(existing, text, title, ctx, "corrected", digest=digest)
+            revised = relabelled(revised, existing, ctx, cmd.key, cmd.tags, cmd.sources)
             links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
             return [revised, *links]
     if not confirmed:

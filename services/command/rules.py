@@ -206,6 +206,10 @@ def new_revision(
     )
 
 
+# A memory's tags, and its sources, as many as a save may name.
+MAX_LABELS = 32
+
+
 def labelled(
     item_id: str,
     ctx: Context,
@@ -225,13 +229,47 @@ def labelled(
     }
 
 
-def key_of(item: Item, ctx: Context) -> str | None:
-    """The key of a memory the command names, opened (its labels are sealed under the
-    memory's key, which the writer fetched for the command). None for a memory with no
-    key, or one saved before labels were sealed, whose state kept only its key's hash."""
+def labels_of(item: Item, ctx: Context) -> Labels:
+    """The labels of a memory the command names, opened (sealed under the memory's key,
+    which the writer fetched for the command). None of them for a memory saved before
+    labels were sealed: its state kept only its key's hash."""
     if item.labels is None:
-        return None
-    return Labels.model_validate_json(ctx.open(item.labels)).key
+        return Labels()
+    return Labels.model_validate_json(ctx.open(item.labels))
+
+
+def key_of(item: Item, ctx: Context) -> str | None:
+    return labels_of(item, ctx).key
+
+
+def relabelled(
+    revised: MemoryRevised,
+    item: Item,
+    ctx: Context,
+    key: str | None,
+    tags: tuple[str, ...],
+    sources: tuple[str, ...],
+) -> MemoryRevised:
+    """A keyed save's (or a copy's) revision of the key's memory, with the tags and sources
+    the save brings added to the memory's (QA: they were dropped, so a forget of the
+    memory suppressed no extraction from the save's sources). Each list keeps its last
+    ``MAX_LABELS``; the extractor keeps every source's hash all the same."""
+    old = labels_of(item, ctx)
+    added_tags = tuple(t for t in dict.fromkeys(tags) if t not in old.tags)
+    added_sources = tuple(s for s in dict.fromkeys(sources) if s not in old.sources)
+    if not added_tags and not added_sources:
+        return revised
+    labels = Labels(
+        key=old.key or key,
+        tags=(*old.tags, *added_tags)[-MAX_LABELS:],
+        sources=(*old.sources, *added_sources)[-MAX_LABELS:],
+    )
+    return revised.model_copy(
+        update={
+            "labels": ctx.seal(item.item_id, labels.model_dump_json(exclude_defaults=True)),
+            "source_hashes": tuple(ctx.source_hash(s) for s in added_sources),
+        }
+    )
 
 
 def check_key_free(state: StreamState, item: Item) -> None:

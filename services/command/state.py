@@ -261,6 +261,8 @@ def _revised(state: StreamState, e: MemoryRevised) -> None:
     item.revisions[e.revision] = Revision(e.content, e.title, e.content_hash, e.content_length)
     item.last_change = ("revision", e.base_revision)
     item.revision = e.revision
+    if e.labels is not None:  # a keyed save brought tags or sources
+        item.labels = e.labels
 
 
 def _pinned(state: StreamState, e: MemoryPinned) -> None:

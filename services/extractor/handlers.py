@@ -20,8 +20,13 @@ from pydantic import ValidationError
 from contracts import topics
 from contracts.conversations import ConversationTurn
 from contracts.envelope import EventEnvelope
-from contracts.events import Event, MemoryForgotten, MemoryRemembered, decode_event
-from contracts.topics import stream_id
+from contracts.events import (
+    Event,
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryRevised,
+    decode_event,
+)
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import MasterKey
 from engram.db import load_queries
@@ -37,7 +42,7 @@ log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
 PROPOSED = Counter("engram_extractor_proposals", "Candidates proposed", ["method"])
 SKIPPED = Counter("engram_extractor_turns_skipped", "Turns not extracted", ["reason"])
-WATCHED = frozenset({"MemoryRemembered", "MemoryForgotten"})
+WATCHED = frozenset({"MemoryRemembered", "MemoryRevised", "MemoryForgotten"})
 
 
 class TurnExtractor:
@@ -177,7 +182,7 @@ class SourceRecorder:
 
 
 def _watched_event(record: Any) -> tuple[str, Event] | None:
-    """(org, event) for the events that matter here; None for every other type."""
+    """(stream id, event) for the events that matter here; None for every other type."""
     raw = record.value or b""
     try:
         env, event = decode_event(raw)
@@ -187,7 +192,7 @@ def _watched_event(record: Any) -> tuple[str, Event] | None:
         raise PoisonMessageError(f"undecodable event: {exc}") from exc
     if env.type not in WATCHED:
         return None
-    return env.stream_id.split("/", 1)[0], event
+    return env.stream_id, event
 
 
 def _unwatched(raw: bytes) -> bool:
@@ -198,12 +203,15 @@ def _unwatched(raw: bytes) -> bool:
         return False
 
 
-async def _record(conn: asyncpg.Connection, org: str, event: Event, master: MasterKey) -> None:
-    if isinstance(event, MemoryRemembered) and (event.source_hashes or event.sources):
-        # The item's stream: its sources are suppressed there once it is forgotten. (An
-        # event written before sources were sealed carries them in plain.)
-        stream = stream_id(org, event.scope)
+async def _record(conn: asyncpg.Connection, stream: str, event: Event, master: MasterKey) -> None:
+    org = stream.split("/", 1)[0]
+    hashes: tuple[str, ...] = ()
+    if isinstance(event, MemoryRemembered):
+        # An event written before sources were sealed carries them in plain.
         hashes = event.source_hashes or tuple(master.source_hash(org, s) for s in event.sources)
+    elif isinstance(event, MemoryRevised):  # a keyed save that brought sources
+        hashes = event.source_hashes
+    if hashes:  # in the item's stream: suppressed there once it is forgotten
         await conn.execute(Q["record_sources"], org, list(hashes), event.item_id, stream)
     elif isinstance(event, MemoryForgotten):
         await conn.execute(Q["suppress_sources"], org, event.item_id)

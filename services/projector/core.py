@@ -66,6 +66,7 @@ WRITE_ORDER = (
     "insert_item",
     "insert_revision",
     "revise_item",
+    "relabel_item",
     "copy_revision",
     "pin_item",
     "status_item",
@@ -154,6 +155,11 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                 event.content_hash,
                 actor,
                 env,
+            ),
+            *(
+                [Write("relabel_item", (event.item_id, list(now.tags), list(now.sources)))]
+                if (now := opened.labels) is not None
+                else []
             ),
         ]
     if isinstance(event, MemoryPinned):

@@ -28,6 +28,7 @@ from contracts.events import (
     Labels,
     MemoryForgotten,
     MemoryRemembered,
+    MemoryRevised,
     Sealed,
     decode_event,
 )
@@ -317,10 +318,10 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
 def _labels(event: Event, one: Callable[[Sealed | None], str | None]) -> Labels | None:
     """A new memory's labels: opened, or in plain in an event written before they were
     sealed. None where they are shredded, or do not read as labels (the log says so)."""
-    if not isinstance(event, MemoryRemembered):
+    if not isinstance(event, MemoryRemembered | MemoryRevised):
         return None
     if event.labels is None:
-        return event.plain_labels()
+        return event.plain_labels() if isinstance(event, MemoryRemembered) else None
     if (text := one(event.labels)) is None:
         return None
     try:

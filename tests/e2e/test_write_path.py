@@ -81,15 +81,21 @@ async def test_a_keyed_save_revises_the_keys_memory_and_answers_200(
     services: dict[str, str],
 ) -> None:
     """One key holds one fact: a second save under a key revises its memory; the answer is
-    200 naming that memory, not 201 as for a memory made (QA)."""
+    200 naming that memory, not 201 as for a memory made (QA). The tags and sources the
+    save brings join the memory's (QA: they were dropped)."""
     ana = caller()
     async with httpx.AsyncClient(timeout=30) as http:
         first = await remember(http, services["command"], ana, content="Ana drinks tea",
-                               key="drink")
+                               key="drink", tags=["food"], sources=["msg-1"])
         again = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
-                                json={"content": "Ana drinks coffee", "key": "drink"})
+                                json={"content": "Ana drinks coffee", "key": "drink",
+                                      "tags": ["food", "morning"], "sources": ["msg-2"]})
         assert again.status_code == 200, again.text
         assert (again.json()["item_id"], again.json()["revision"]) == (first["item_id"], 2)
+        got = await eventually(lambda: _get(http, services["recall"], ana, first["item_id"], 2),
+                               what="revision 2")
+        assert (got["key"], got["tags"], got["sources"]) == (
+            "drink", ["food", "morning"], ["msg-1", "msg-2"])
 
 
 async def _get(http: httpx.AsyncClient, url: str, who: Caller, item_id: str,

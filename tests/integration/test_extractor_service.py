@@ -371,6 +371,32 @@ async def test_a_forgotten_items_sources_yield_no_proposals(
         assert await turn_row(stack_settings, ana.org, "turn-a") is None
 
 
+async def test_the_sources_a_keyed_save_brings_to_a_memory_are_suppressed_with_it(
+    stack_settings: dict[str, str], private_topics: tuple[str, str]
+) -> None:
+    """QA: a keyed save that revised the key's memory dropped its sources. Its revision
+    carries their hashes now, and a forget of the memory suppresses them too."""
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    conversations, events = private_topics
+    ana = caller()
+    stream, item_id = f"{ana.org}/member:ana", str(uuid.uuid4())
+    sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
+    revised = event(stream, 2, "MemoryRevised", {
+        "item_id": item_id, "revision": 2, "base_revision": 1, "reason": "corrected",
+        "content": sealed, "content_hash": "h2", "content_length": 10, "labels": sealed,
+        "source_hashes": [hashed(ana.org, "msg-8")]})
+    forgotten = event(stream, 3, "MemoryForgotten", {"item_id": item_id, "revisions": 2})
+    settings = settings_for(conversations_topic=conversations, events_topic=events)
+    async with running(settings):
+        await publish(bootstrap, events, remembered(stream, 1, item_id, ["msg-7"]), revised,
+                      forgotten)
+        expected = {hashed(ana.org, "msg-7"): True, hashed(ana.org, "msg-8"): True,
+                    item_id: True}
+        await eventually(
+            lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
+        )
+
+
 async def test_the_same_turn_id_from_another_member_is_another_turn(
     stack_settings: dict[str, str], private_topics: tuple[str, str]
 ) -> None:

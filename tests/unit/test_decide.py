@@ -235,6 +235,24 @@ def test_a_memorys_key_tags_and_sources_travel_sealed() -> None:
     assert (plain.labels, plain.key_hash, plain.source_hashes) == (None, None, ())
 
 
+def test_a_keyed_save_brings_its_tags_and_sources_to_the_memory_it_revises() -> None:
+    """QA: a keyed save that revised the key's memory dropped its tags and sources, so a
+    forget of the memory suppressed no extraction from the save's sources."""
+    state = StreamState("acme/member:ana")
+    item = remembered(state, "Tea at four.", key="drink", tags=("food",), sources=("m-1",))
+    [revised] = run(state, c.RememberMemory(content="Coffee at four.", key="drink",
+                                            tags=("food", "daily"), sources=("m-1", "m-2")))
+    assert isinstance(revised, MemoryRevised) and revised.item_id == item
+    assert revised.labels is not None and revised.labels.key_id == item
+    assert labels_of(revised) == Labels(key="drink", tags=("food", "daily"),
+                                        sources=("m-1", "m-2"))
+    assert revised.source_hashes == ("s:m-2",)  # the one it brought
+    assert state.items[item].labels == revised.labels
+    [same] = run(state, c.RememberMemory(content="Coffee at five.", key="drink",
+                                         tags=("daily",)))  # nothing new: labels stay
+    assert isinstance(same, MemoryRevised) and (same.labels, same.source_hashes) == (None, ())
+
+
 def test_an_inferred_correction_waits_under_the_key_of_the_fact_it_corrects() -> None:
     state = StreamState("acme/member:ana")
     item = remembered(state, "The budget is 1500 EUR.", key="budget", tags=("money",))

@@ -111,7 +111,7 @@ def test_the_extractor_judges_only_the_events_it_watches() -> None:
     from services.extractor.handlers import _watched_event
 
     event = remembered(sources=("turn-1",))
-    assert _watched_event(SimpleNamespace(value=raw(event))) == ("acme", event)
+    assert _watched_event(SimpleNamespace(value=raw(event))) == ("acme/member:ana", event)
     pinned = json.loads(raw(MemoryPinned(item_id="i-1", revision=2, pinned=True)))
     del pinned["payload"]["pinned"]  # broken, but not a type the extractor reads
     assert _watched_event(SimpleNamespace(value=json.dumps(pinned).encode())) is None

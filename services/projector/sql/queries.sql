@@ -43,6 +43,10 @@ UPDATE memory.items SET revision = GREATEST(revision, $2), title = $3, content =
                         content_length = $5, updated_at = GREATEST(updated_at, $6)
 WHERE item_id = $1
 
+-- name: relabel_item
+-- A keyed save that revised the memory brought tags or sources: its labels from now on.
+UPDATE memory.items SET tags = $2, sources = $3 WHERE item_id = $1 AND status <> 'forgotten'
+
 -- name: pin_item
 UPDATE memory.items SET revision = GREATEST(revision, $2), pinned = $3,
                         updated_at = GREATEST(updated_at, $4)
