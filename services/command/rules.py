@@ -259,6 +259,10 @@ def relabelled(
     added_sources = tuple(s for s in dict.fromkeys(sources) if s not in old.sources)
     if not added_tags and not added_sources:
         return revised
+    hashes = tuple(ctx.source_hash(s) for s in added_sources)
+    if item.labels is None:  # saved before labels were sealed: the writer does not know
+        # its tags and sources, and new labels would replace them in the read model
+        return revised.model_copy(update={"source_hashes": hashes})
     labels = Labels(
         key=old.key or key,
         tags=(*old.tags, *added_tags)[-MAX_LABELS:],
@@ -267,7 +271,7 @@ def relabelled(
     return revised.model_copy(
         update={
             "labels": ctx.seal(item.item_id, labels.model_dump_json(exclude_defaults=True)),
-            "source_hashes": tuple(ctx.source_hash(s) for s in added_sources),
+            "source_hashes": hashes,
         }
     )
 

@@ -251,6 +251,12 @@ def test_a_keyed_save_brings_its_tags_and_sources_to_the_memory_it_revises() -> 
     [same] = run(state, c.RememberMemory(content="Coffee at five.", key="drink",
                                          tags=("daily",)))  # nothing new: labels stay
     assert isinstance(same, MemoryRevised) and (same.labels, same.source_hashes) == (None, ())
+    state.items[item].labels = None  # as a memory saved before labels were sealed
+    [old] = run(state, c.RememberMemory(content="Tea at five.", key="drink", tags=("new",),
+                                        sources=("m-3",)))
+    # Its tags and sources are unknown here: new labels would replace them; the hashes go.
+    assert isinstance(old, MemoryRevised) and (old.labels, old.source_hashes) == (None,
+                                                                                 ("s:m-3",))
 
 
 def test_an_inferred_correction_waits_under_the_key_of_the_fact_it_corrects() -> None:
