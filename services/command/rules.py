@@ -238,6 +238,14 @@ def labels_of(item: Item, ctx: Context) -> Labels:
     return Labels.model_validate_json(ctx.open(item.labels))
 
 
+def _newest(old: tuple[str, ...], named: tuple[str, ...]) -> tuple[str, ...]:
+    """A memory's list with a save's names joined: what the save names last, in its order
+    (QA: one it named again kept its old place, and was the first the limit dropped), then
+    only the last ``MAX_LABELS``."""
+    kept = dict.fromkeys(named)
+    return (*(x for x in old if x not in kept), *kept)[-MAX_LABELS:]
+
+
 def key_of(item: Item, ctx: Context) -> str | None:
     return labels_of(item, ctx).key
 
@@ -253,7 +261,7 @@ def relabelled(
     """A keyed save's (or a copy's) revision of the key's memory, with the tags and sources
     the save brings added to the memory's (QA: they were dropped, so a forget of the
     memory suppressed no extraction from the save's sources). Each list keeps its last
-    ``MAX_LABELS``; the extractor keeps every source's hash all the same."""
+    ``MAX_LABELS`` (``_newest``); the extractor keeps every source's hash all the same."""
     old = labels_of(item, ctx)
     added_tags = tuple(t for t in dict.fromkeys(tags) if t not in old.tags)
     added_sources = tuple(s for s in dict.fromkeys(sources) if s not in old.sources)
@@ -264,9 +272,7 @@ def relabelled(
         # its tags and sources, and new labels would replace them in the read model
         return revised.model_copy(update={"source_hashes": hashes})
     labels = Labels(
-        key=old.key or key,
-        tags=(*old.tags, *added_tags)[-MAX_LABELS:],
-        sources=(*old.sources, *added_sources)[-MAX_LABELS:],
+        key=old.key or key, tags=_newest(old.tags, tags), sources=_newest(old.sources, sources)
     )
     return revised.model_copy(
         update={

@@ -251,6 +251,12 @@ def test_a_keyed_save_brings_its_tags_and_sources_to_the_memory_it_revises() -> 
     [same] = run(state, c.RememberMemory(content="Coffee at five.", key="drink",
                                          tags=("daily",)))  # nothing new: labels stay
     assert isinstance(same, MemoryRevised) and (same.labels, same.source_hashes) == (None, ())
+    many = tuple(f"t{n:02}" for n in range(32))
+    run(state, c.RememberMemory(content="Tea at six.", key="drink", tags=many))
+    [named] = run(state, c.RememberMemory(content="Tea at seven.", key="drink",
+                                          tags=("t00", "new")))
+    assert isinstance(named, MemoryRevised)  # the 32 last named, the save's own last (QA)
+    assert labels_of(named).tags == (*many[2:], "t00", "new")  # t01 is the oldest named
     state.items[item].labels = None  # as a memory saved before labels were sealed
     [old] = run(state, c.RememberMemory(content="Tea at five.", key="drink", tags=("new",),
                                         sources=("m-3",)))
