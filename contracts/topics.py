@@ -89,7 +89,13 @@ def topic_specs(partitions: int) -> list[TopicSpec]:
             CONVERSATIONS,
             partitions,
             7 * DAY_MS,
-            (("segment.ms", str(PRUNED_SEGMENT_MS)), ("file.delete.delay.ms", "1000")),
+            (
+                ("segment.ms", str(PRUNED_SEGMENT_MS)),
+                ("file.delete.delay.ms", "1000"),
+                # The broker's time rolls its segments: a producer's clock (a turn's
+                # CreateTime) could hold one open.
+                ("message.timestamp.type", "LogAppendTime"),
+            ),
         ),
         *(TopicSpec(dead_letter_topic(s), 1, -1) for s in SERVICES),
     ]

@@ -10,19 +10,24 @@ turn's proposals are commands of their own), so every pass of a pruner, per part
    the broker deletes every segment wholly below it at its next retention check
    (``log.retention.check.interval.ms``) and the file a second later (the topic's
    ``file.delete.delay.ms``);
-2. appends a roll marker (``contracts.topics.ROLL_MARKER_HEADER``) when records were
-   handled since the last one. A segment is deleted only once it is closed, and the broker
-   closes the active one only when a record arrives after ``segment.ms``; the marker is
-   that record. The reader commits its offset and does nothing else with it.
+2. appends a roll marker (``contracts.topics.ROLL_MARKER_HEADER``) while records it has
+   handled may still lie in an open segment. A segment is deleted only once it is closed,
+   and the broker closes the active one only when a record arrives ``segment.ms`` or more
+   after the segment's first; the marker is that record. So the pruner appends one on every
+   pass until one went a segment's age after it first saw those records handled (they were
+   appended before that, so their segment is that old; QA: a single marker sent sooner
+   landed in the same open segment, which then stayed on a quiet partition for good). The
+   reader commits the marker's offset and does nothing else with it.
 
-So a handled record is off the disk within about two passes plus the broker's check; an
-unhandled one is never deleted. Only the one reader is waited for: each of these topics
-has no other.
+So a handled record is off the disk within a segment's age plus about two passes and the
+broker's check; an unhandled one is never deleted. Only the one reader is waited for: each
+of these topics has no other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
@@ -41,13 +46,27 @@ log = get_logger(__name__)
 class LogPruner(ABC):
     """Prunes one topic up to where its reader has committed (``committed``)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        segment_ms: int = topics.PRUNED_SEGMENT_MS,
+        clock: Callable[[], float] = time.monotonic,
+        kafka: tuple[AIOKafkaAdminClient, AIOKafkaProducer] | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
         self.topic = topic
-        self._admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+        self._segment_s = segment_ms / 1000  # the topic's segment.ms
+        self._clock = clock
+        self._admin, self._producer = kafka or (
+            AIOKafkaAdminClient(bootstrap_servers=bootstrap),
+            AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True),
+        )
         self._pruned: dict[int, int] = {}  # partition -> log start this pruner set
-        self._marked: dict[int, int] = {}  # partition -> offset after its last marker
+        # partition -> the offset below which every record's segment is closed (by a marker
+        # this pruner appended), and when handled records past it were first seen
+        self._rolled: dict[int, int] = {}
+        self._seen: dict[int, float] = {}
 
     @abstractmethod
     async def committed(self, partitions: list[int]) -> dict[int, int]:
@@ -78,14 +97,18 @@ class LogPruner(ABC):
             for tp, low in started.items():
                 self._pruned[tp.partition] = low
         for p, offset in handled.items():
-            if offset > self._marked.get(p, 0):
-                sent = await self._producer.send_and_wait(
-                    self.topic,
-                    b"",
-                    partition=p,
-                    headers=[(topics.ROLL_MARKER_HEADER, b"1")],
-                )
-                self._marked[p] = sent.offset + 1
+            if offset <= self._rolled.get(p, 0):
+                continue  # their segments are closed
+            seen = self._seen.setdefault(p, self._clock())
+            sent = await self._producer.send_and_wait(
+                self.topic,
+                b"",
+                partition=p,
+                headers=[(topics.ROLL_MARKER_HEADER, b"1")],
+            )
+            if self._clock() - seen >= self._segment_s:  # it came a segment's age after
+                self._rolled[p] = sent.offset + 1  # the marker itself opened a segment
+                del self._seen[p]
         return {p: self._pruned[p] for p in handled if p in self._pruned}
 
     async def run(self, period: float, owned: Callable[[], Iterable[int]]) -> None:
@@ -105,8 +128,10 @@ class GroupLogPruner(LogPruner):
     """A pruner of a topic whose reader commits its offsets to Kafka, as a group (the
     command service, of engram.commands)."""
 
-    def __init__(self, bootstrap: str, topic: str, group_id: str) -> None:
-        super().__init__(bootstrap, topic)
+    def __init__(
+        self, bootstrap: str, topic: str, group_id: str, segment_ms: int = topics.PRUNED_SEGMENT_MS
+    ) -> None:
+        super().__init__(bootstrap, topic, segment_ms)
         self._group_id = group_id
 
     async def committed(self, partitions: list[int]) -> dict[int, int]:
@@ -120,9 +145,15 @@ class TableLogPruner(LogPruner):
     (a ``TrackedFollower``: the extractor, of engram.conversations)."""
 
     def __init__(
-        self, bootstrap: str, topic: str, pool: asyncpg.Pool, offsets_table: str, consumer: str
+        self,
+        bootstrap: str,
+        topic: str,
+        pool: asyncpg.Pool,
+        offsets_table: str,
+        consumer: str,
+        segment_ms: int = topics.PRUNED_SEGMENT_MS,
     ) -> None:
-        super().__init__(bootstrap, topic)
+        super().__init__(bootstrap, topic, segment_ms)
         self._pool = pool
         self._query = (
             f"SELECT partition, next_offset FROM {offsets_table} "

@@ -167,7 +167,7 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
     dead_before = await end_offsets(bootstrap, dead_letters)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    pruner = GroupLogPruner(bootstrap, topics.COMMANDS, "engram-command")
+    pruner = GroupLogPruner(bootstrap, topics.COMMANDS, "engram-command", segment_ms=1000)
     await pruner.start()
     try:
         await _set_segment_ms(admin, "1000")
@@ -225,7 +225,7 @@ async def test_a_turns_words_leave_the_conversations_topic_once_handled(
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     pruner = TableLogPruner(bootstrap, topics.CONVERSATIONS, pool, "extractor.offsets",
-                            ExtractorSettings().group_id)
+                            ExtractorSettings().group_id, segment_ms=1000)
     await pruner.start()
     dead_letters = [topics.dead_letter_topic("extractor")]
     dead_before = await end_offsets(bootstrap, dead_letters)
