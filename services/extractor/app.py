@@ -28,7 +28,8 @@ from engram.settings import CommonSettings
 from engram.tracking import BatchHandler, TrackedFollower
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.handlers import SourceRecorder, TurnExtractor, rehash_sources
+from services.extractor.adapters.sources import rehash_sources
+from services.extractor.handlers import SourceRecorder, TurnExtractor
 from services.extractor.settings import ExtractorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"

@@ -239,19 +239,3 @@ def looked_up(master: MasterKey, org: str, ids: list[str]) -> list[str]:
     """What a turn's ids are looked up by in extractor.sources: their keyed hashes (004),
     and the ids themselves (a forgotten item's own id is kept as it is)."""
     return [*ids, *(master.source_hash(org, i) for i in ids)]
-
-
-async def rehash_sources(
-    db: asyncpg.Pool | asyncpg.Connection, master: MasterKey, chunk: int = 5_000
-) -> int:
-    """Put the keyed hashes of the sources recorded before they were hashed (004) in place
-    of their ids; how many rows. Once, at the start: no row of them is left after."""
-    done = 0
-    while rows := await db.fetch(Q["plain_sources"], chunk):
-        hashes = [master.source_hash(r["org"], r["source_id"]) for r in rows]
-        columns = [[r[name] for r in rows] for name in ("org", "source_id", "item_id")]
-        await db.execute(Q["rehash_sources"], *columns, hashes)
-        done += len(rows)
-    if done:
-        log.info("extractor_sources_hashed", rows=done)
-    return done
