@@ -77,8 +77,9 @@ def prune_commands(
     group: str = typer.Option("engram-command", help="The command service's consumer group."),
 ) -> None:
     """One pass of the command service's pruner over every partition of engram.commands:
-    delete what the group has decided, and roll each segment the group has read into (the
-    service does this every ENGRAM_COMMAND_PRUNE_SECONDS; this is for "now", after a
+    delete what the group has decided, and append a roll marker, which closes each segment
+    the group has read into that is a minute old (the service does this every
+    ENGRAM_COMMAND_PRUNE_SECONDS, until the segments are closed; this is for "now", after a
     forget). The broker removes the files at its next retention check."""
     from contracts.topics import COMMANDS
     from engram.log_pruner import GroupLogPruner
