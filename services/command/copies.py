@@ -107,5 +107,5 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
 
 
 def _copy_sources(source: Copy) -> tuple[str, ...]:
-    """A copy's sources: the memory it copies, then that memory's own."""
-    return (source.item_id, *source.sources)[:MAX_LABELS]
+    """A copy's sources: the memory it copies, then the newest of that memory's own."""
+    return (source.item_id, *source.sources[-(MAX_LABELS - 1) :])

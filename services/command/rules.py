@@ -246,8 +246,15 @@ def _newest(old: tuple[str, ...], named: tuple[str, ...]) -> tuple[str, ...]:
     return (*(x for x in old if x not in kept), *kept)[-MAX_LABELS:]
 
 
-def key_of(item: Item, ctx: Context) -> str | None:
-    return labels_of(item, ctx).key
+def inherited(item: Item, candidate_id: str, ctx: Context) -> dict[str, Any]:
+    """The labels of a candidate proposed for ``item`` (an agent's correction of it): its
+    key, tags and sources, sealed anew under the candidate's key, so the memory that a
+    confirm makes of it keeps them (QA: it kept the key only). A memory saved before labels
+    were sealed passes on its key's hash alone: the writer knows no more of it."""
+    old = labels_of(item, ctx)
+    return labelled(candidate_id, ctx, old.key, old.tags, old.sources) | (
+        {"key_hash": item.key_hash} if item.key_hash is not None else {}
+    )
 
 
 def relabelled(
@@ -263,17 +270,16 @@ def relabelled(
     memory suppressed no extraction from the save's sources). Each list keeps its last
     ``MAX_LABELS`` (``_newest``); the extractor keeps every source's hash all the same."""
     old = labels_of(item, ctx)
-    added_tags = tuple(t for t in dict.fromkeys(tags) if t not in old.tags)
     added_sources = tuple(s for s in dict.fromkeys(sources) if s not in old.sources)
-    if not added_tags and not added_sources:
-        return revised
     hashes = tuple(ctx.source_hash(s) for s in added_sources)
     if item.labels is None:  # saved before labels were sealed: the writer does not know
         # its tags and sources, and new labels would replace them in the read model
-        return revised.model_copy(update={"source_hashes": hashes})
+        return revised.model_copy(update={"source_hashes": hashes}) if hashes else revised
     labels = Labels(
         key=old.key or key, tags=_newest(old.tags, tags), sources=_newest(old.sources, sources)
     )
+    if (labels.tags, labels.sources) == (old.tags, old.sources):
+        return revised  # nothing new, and nothing named anew: the labels stay as they are
     return revised.model_copy(
         update={
             "labels": ctx.seal(item.item_id, labels.model_dump_json(exclude_defaults=True)),

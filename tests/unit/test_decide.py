@@ -265,15 +265,35 @@ def test_a_keyed_save_brings_its_tags_and_sources_to_the_memory_it_revises() -> 
                                                                                  ("s:m-3",))
 
 
-def test_an_inferred_correction_waits_under_the_key_of_the_fact_it_corrects() -> None:
+def test_an_inferred_correction_waits_under_the_labels_of_the_fact_it_corrects() -> None:
+    """Its key, and its tags and sources too (QA: a confirm of it made a memory with none,
+    so a forget of that memory suppressed nothing from the sources)."""
     state = StreamState("acme/member:ana")
-    item = remembered(state, "The budget is 1500 EUR.", key="budget", tags=("money",))
+    item = remembered(state, "The budget is 1500 EUR.", key="budget", tags=("money",),
+                      sources=("m-1",))
+    agent = make_context(is_agent=True)
     [guess] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
-                                         content="The budget is 900 EUR."),
-                  make_context(is_agent=True))
+                                         content="The budget is 900 EUR."), agent)
     assert isinstance(guess, MemoryRemembered) and guess.labels is not None
     assert guess.labels.key_id == guess.item_id  # sealed anew, under the candidate's key
-    assert (labels_of(guess), guess.key_hash) == (Labels(key="budget"), "k:budget")
+    assert labels_of(guess) == Labels(key="budget", tags=("money",), sources=("m-1",))
+    assert (guess.key_hash, guess.source_hashes) == ("k:budget", ("s:m-1",))
+    state.items[item].labels = None  # as a memory saved before labels were sealed
+    [old] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
+                                       content="The budget is 800 EUR."), agent)
+    assert isinstance(old, MemoryRemembered)  # its key's hash alone: the writer knows no more
+    assert (old.labels, old.key_hash, old.source_hashes) == (None, "k:budget", ())
+
+
+def test_a_keyed_save_that_names_a_tag_again_makes_it_the_newest() -> None:
+    """QA: naming again only what the memory holds changed nothing, so the limit later
+    dropped the tag the person had named last."""
+    state = StreamState("acme/member:ana")
+    remembered(state, "Blue.", key="color", tags=("a", "b"), sources=("x", "y"))
+    [again] = run(state, c.RememberMemory(content="Green.", key="color", tags=("a",),
+                                          sources=("x",)))
+    assert isinstance(again, MemoryRevised) and again.source_hashes == ()
+    assert labels_of(again) == Labels(key="color", tags=("b", "a"), sources=("y", "x"))
 
 
 def test_a_confirmed_remember_with_a_known_key_revises_that_fact() -> None:

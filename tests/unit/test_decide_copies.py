@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -46,6 +47,15 @@ def test_a_promotion_copies_the_lasting_memories_once() -> None:
         "Run the tests first.", "procedure", ("s1", "turn-7"), "ana")
     assert first.source_hashes == ("s:s1", "s:turn-7") and not first.sources  # sealed
     assert run(state, c.PromoteSession(), with_copies(*ctx.copies)) == []  # held already
+
+
+def test_a_copy_keeps_the_newest_of_its_sources_sources() -> None:
+    """QA: a copy of a memory with 32 sources dropped its newest one."""
+    many = tuple(f"m-{n:02}" for n in range(32))
+    source = replace(copy("s1", "Run the tests first."), sources=many)
+    [made] = run(StreamState("acme/agent:helper"), c.PromoteSession(), with_copies(source))
+    assert isinstance(made, MemoryRemembered)
+    assert labels_of(made).sources == ("s1", *many[1:])  # the memory, then the last 31
 
 
 def test_a_key_the_agent_holds_takes_the_sessions_text_as_a_revision() -> None:
