@@ -6,12 +6,17 @@ import asyncio
 import time
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
+from engram.crypto import MasterKey, load_master_key, seal_payload
+from engram.keystore import KeyStore
+from engram.settings import CommonSettings
+from services.command.context import new_item_id
 from tests.conftest import Caller, caller
 from tests.support import end_offsets, eventually, new_command_id, read_replies, send_commands
 
@@ -96,6 +101,42 @@ async def test_a_keyed_save_revises_the_keys_memory_and_answers_200(
                                what="revision 2")
         assert (got["key"], got["tags"], got["sources"]) == (
             "drink", ["food", "morning"], ["msg-1", "msg-2"])
+
+
+async def test_a_keyed_save_sealed_by_the_gateway_on_kafka_revises_the_keys_memory(
+    services: dict[str, str], stack_settings: dict[str, str],
+) -> None:
+    """The HTTP gateway seals a save's key with its text when it publishes the command on
+    engram.commands (another instance writes the partition): the writer opens it with the
+    save's own data key, and then fetches the data key of the memory holding that key."""
+    ana = caller()
+    async with httpx.AsyncClient(timeout=30) as http:
+        first = await remember(http, services["command"], ana, content="Ana drinks tea",
+                               key="drink", tags=["food"])
+    command_id = new_command_id()
+    stream = f"{ana.org}/member:{ana.member}"
+    own = new_item_id(stream, command_id)  # as the gateway seals it (submit._sealed)
+    pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=1)
+    try:
+        keystore = KeyStore(pool, MasterKey(load_master_key(CommonSettings())))
+        data_key = (await keystore.create_many([(own, ana.org)]))[own]
+    finally:
+        await pool.close()
+    payload = seal_payload({"content": "Ana drinks coffee", "key": "drink",
+                            "tags": ["morning"], "scope": "private"}, own, data_key)
+    assert isinstance(payload["key"], dict) and isinstance(payload["tags"], dict)
+    await send_commands(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], [CommandEnvelope(
+        command_id=command_id, type="RememberMemory", token=ana.token, stream_id=stream,
+        payload=payload)])
+    [reply] = (await read_replies(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+                                  {command_id}))[command_id]
+    assert reply.ok, reply
+    assert (reply.result["item_id"], reply.result["revision"]) == (first["item_id"], 2)
+    async with httpx.AsyncClient(timeout=30) as http:
+        got = await eventually(lambda: _get(http, services["recall"], ana, first["item_id"], 2),
+                               what="revision 2")
+    assert (got["content"], got["key"], got["tags"]) == (
+        "Ana drinks coffee", "drink", ["food", "morning"])
 
 
 async def _get(http: httpx.AsyncClient, url: str, who: Caller, item_id: str,

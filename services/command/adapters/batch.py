@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.crypto import MasterKey, sealed_key_ids
+from engram.crypto import KeyMissingError, MasterKey, open_payload, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
@@ -158,3 +158,33 @@ def keys_needed(
             existing.add(same.item_id)
         existing.update(ids_in(list(sealed_key_ids(env.payload))))
     return new, existing
+
+
+def sealed_key_holders(
+    decoded: list[Decoded],
+    states: Mapping[str, StreamState],
+    keys: dict[str, bytes],
+    master: MasterKey,
+) -> set[str]:
+    """The memories whose data keys a batch also needs, beyond ``keys_needed``'s: those that
+    hold the key a save names sealed (the HTTP gateway seals a key it publishes on Kafka),
+    which only the save's own data key opens. A key that does not open is left to the
+    admission, which refuses its command."""
+    holders: set[str] = set()
+    for d in decoded:
+        env = d.envelope
+        sealed = env.payload.get("key") if env and env.type == "RememberMemory" else None
+        if env is None or not isinstance(sealed, dict):
+            continue
+        if (state := states.get(env.stream_id)) is None:
+            continue
+        try:
+            key = open_payload({"key": sealed}, keys)["key"]
+        except (KeyMissingError, ValueError):  # pydantic's ValidationError is a ValueError
+            continue
+        org = env.stream_id.split("/", 1)[0]
+        if isinstance(key, str) and (
+            same := state.active_by_key(master.key_hash(org, key.strip()))
+        ):
+            holders.add(same.item_id)
+    return holders - set(keys)

@@ -38,6 +38,7 @@ from services.command.adapters.batch import (
     Submitted,
     decode,
     keys_needed,
+    sealed_key_holders,
 )
 from services.command.adapters.lookups import BatchLookups, Lookups, command_key
 from services.command.adapters.restore import Restorer
@@ -195,10 +196,13 @@ class PartitionWriter:
         return cleanup
 
     async def _prepare_keys(self, decoded: list[Decoded], looked_up: Lookups) -> dict[str, bytes]:
-        """Fetch or create every data key the batch may seal with, in one round trip."""
-        return await self._keys.ensure(
-            *keys_needed(decoded, self.states, looked_up, self._keys.master)
-        )
+        """Fetch or create every data key the batch may seal with: one round trip, and a
+        second when a save's sealed key names a memory of the stream (``sealed_key_holders``)."""
+        master = self._keys.master
+        keys = await self._keys.ensure(*keys_needed(decoded, self.states, looked_up, master))
+        if holders := sealed_key_holders(decoded, self.states, keys, master):
+            keys |= await self._keys.get_many(holders)
+        return keys
 
     async def _handle(
         self, d: Decoded, keys: dict[str, bytes], looked_up: Lookups, cleanup: Cleanup
