@@ -125,9 +125,10 @@ def open_sealed(sealed: Sealed, data_key: bytes) -> str:
 
 
 # Command fields that carry a person's words. The HTTP gateway seals them before
-# the command touches Kafka, so a forget also shreds the command's copy: text, and lists
-# of it (tags, sources), each list sealed as its JSON.
-SENSITIVE_FIELDS = ("content", "title", "user_message", "key")
+# the command touches Kafka, so a forget also shreds the command's copy: text (a
+# proposal's or a rejection's reason too: QA), and lists of it (tags, sources), each list
+# sealed as its JSON.
+SENSITIVE_FIELDS = ("content", "title", "user_message", "key", "reason")
 SENSITIVE_LISTS = ("tags", "sources")
 
 

@@ -60,6 +60,15 @@ class KeyStore:
     async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         return await self.ensure(keys, set())
 
+    async def create_current(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
+        """As ``create_many``, but from Postgres even for keys this instance holds: another
+        process may have deleted one since (a writer discards the key of a command that
+        made nothing), and text sealed with the old one would not open (QA: a gateway
+        re-sealed a retry with it)."""
+        for key_id, _ in keys:
+            self.forget_cached(key_id)
+        return await self.ensure(keys, set())
+
     async def get_many(self, key_ids: set[str]) -> dict[str, bytes]:
         """Fetch many keys in one round trip; missing (shredded) ones are left out."""
         return await self.ensure([], key_ids)

@@ -170,7 +170,7 @@ async def _sealed(keystore: KeyStore, org: str, plain: CommandEnvelope) -> dict[
     if not has_sensitive(payload):
         return payload
     key_id = new_item_id(plain.stream_id, plain.command_id)
-    keys = await keystore.create_many([(key_id, org)])
+    keys = await keystore.create_current([(key_id, org)])
     if key_id not in keys:
         raise ProblemError(
             410,

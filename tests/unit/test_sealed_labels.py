@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from engram.crypto import MasterKey, open_payload, seal_payload, sealed_key_ids
+from engram.crypto import MasterKey, has_sensitive, open_payload, seal_payload, sealed_key_ids
 
 MASTER = MasterKey(b"m" * 32)
 
@@ -26,6 +26,16 @@ def test_a_commands_key_tags_and_sources_are_sealed_and_open_as_they_were() -> N
         assert word not in str(sealed)
     assert sealed_key_ids(sealed) == {"item-1"}
     assert open_payload(sealed, {"item-1": data_key}) == payload
+
+
+def test_a_reason_is_sealed_too() -> None:
+    """QA: a rejection's or a proposal's reason went on Kafka in plain."""
+    data_key = os.urandom(32)
+    payload: dict[str, object] = {"proposal_id": "p-1", "reason": "Bob is leaving"}
+    assert has_sensitive(payload)
+    sealed = seal_payload(payload, "cmd-1", data_key)
+    assert "Bob" not in str(sealed)
+    assert open_payload(sealed, {"cmd-1": data_key}) == payload
 
 
 def test_a_sealed_list_that_is_no_json_is_a_value_error() -> None:
