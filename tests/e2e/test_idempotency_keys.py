@@ -197,3 +197,22 @@ async def test_a_retried_clear_of_an_empty_scope_erases_nothing_saved_since(
         assert again.status_code == 200, again.text
         assert again.json()["duplicate"] is True and again.json()["receipt"]["erased"] == []
         assert await api.content(ana, kept.json()["item_id"]) == "Keep this one."
+
+
+async def test_a_repeat_of_a_save_whose_memory_was_forgotten_is_gone(
+        services: dict[str, str]) -> None:
+    """QA: its first answer named the memory as active; through the gateway's Kafka path
+    (which cannot seal the retry under the shredded key) it was 410. Both are 410 now."""
+    ana = caller()
+    key = f"gone-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        first = await api.keyed(ana, key, "/v1/memories", content="The safe code is 9931.")
+        assert first.status_code == 201, first.text
+        again = await api.keyed(ana, key, "/v1/memories", content="The safe code is 9931.")
+        assert (again.status_code, again.json()["duplicate"]) == (200, True)
+        forgot = await http.delete(f"{api.command}/v1/memories/{first.json()['item_id']}",
+                                   headers=ana.headers)
+        assert forgot.status_code == 200, forgot.text
+        gone = await api.keyed(ana, key, "/v1/memories", content="The safe code is 9931.")
+        assert (gone.status_code, gone.json()["code"]) == (410, "forgotten"), gone.text

@@ -145,6 +145,11 @@ def repeat_reply(
         caller(verifier, env, d.appended_at)
     except DomainError as exc:
         return refused(env, exc)
+    own = state.items.get(new_item_id(env.stream_id, env.command_id))
+    if own is not None and own.status == "forgotten":
+        # Not its first answer, which named the memory as it was: the gateway, which cannot
+        # seal a retry under the shredded key, answers so too (QA: the paths differed).
+        return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
     known = state.fingerprint_of(env.command_id)
     if known is None or env.once:
         return repeated(env, first, same=True)
