@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from contracts.events import Event, Labels, MemoryRevised, MemoryStatusChanged
+from contracts.events import Event, Labels, MemoryRevised, MemoryStatusChanged, Sealed
 from services.command.context import Context
 from services.command.errors import (
     CandidateLimitReached,
@@ -223,10 +223,14 @@ def labelled(
         return {}
     labels = Labels(key=key, tags=tags, sources=sources)
     return {
-        "labels": ctx.seal(item_id, labels.model_dump_json(exclude_defaults=True)),
+        "labels": _sealed(item_id, labels, ctx),
         "key_hash": ctx.key_hash(key) if key is not None else None,
         "source_hashes": tuple(ctx.source_hash(s) for s in sources),
     }
+
+
+def _sealed(item_id: str, labels: Labels, ctx: Context) -> Sealed:
+    return ctx.seal(item_id, labels.model_dump_json(exclude_defaults=True))
 
 
 def labels_of(item: Item, ctx: Context) -> Labels:
@@ -269,6 +273,8 @@ def relabelled(
     the save brings added to the memory's (QA: they were dropped, so a forget of the
     memory suppressed no extraction from the save's sources). Each list keeps its last
     ``MAX_LABELS`` (``_newest``); the extractor keeps every source's hash all the same."""
+    if not tags and not sources:  # the labels stay: no need to open them
+        return revised
     old = labels_of(item, ctx)
     added_sources = tuple(s for s in dict.fromkeys(sources) if s not in old.sources)
     hashes = tuple(ctx.source_hash(s) for s in added_sources)
@@ -282,7 +288,7 @@ def relabelled(
         return revised  # nothing new, and nothing named anew: the labels stay as they are
     return revised.model_copy(
         update={
-            "labels": ctx.seal(item.item_id, labels.model_dump_json(exclude_defaults=True)),
+            "labels": _sealed(item.item_id, labels, ctx),
             "source_hashes": hashes,
         }
     )

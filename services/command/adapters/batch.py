@@ -150,12 +150,8 @@ def keys_needed(
             existing.add(proposal.item_id)
         key = env.payload.get("key") if env.type == "RememberMemory" else None
         # A confirmed save with a known key revises that item, under its key.
-        if (
-            state
-            and isinstance(key, str)
-            and (same := state.active_by_key(master.key_hash(org, key.strip())))
-        ):
-            existing.add(same.item_id)
+        if state and (holder := _holder_of(state, key, master)):
+            existing.add(holder)
         existing.update(ids_in(list(sealed_key_ids(env.payload))))
     return new, existing
 
@@ -182,9 +178,16 @@ def sealed_key_holders(
             key = open_payload({"key": sealed}, keys)["key"]
         except (KeyMissingError, ValueError):  # pydantic's ValidationError is a ValueError
             continue
-        org = env.stream_id.split("/", 1)[0]
-        if isinstance(key, str) and (
-            same := state.active_by_key(master.key_hash(org, key.strip()))
-        ):
-            holders.add(same.item_id)
+        if holder := _holder_of(state, key, master):
+            holders.add(holder)
     return holders - set(keys)
+
+
+def _holder_of(state: StreamState, key: object, master: MasterKey) -> str | None:
+    """The memory of the stream that holds a save's key as sent (stripped, as the command
+    model strips it), if the key is text and one does."""
+    if not isinstance(key, str):
+        return None
+    org = state.stream_id.split("/", 1)[0]
+    holder = state.active_by_key(master.key_hash(org, key.strip()))
+    return holder.item_id if holder else None
