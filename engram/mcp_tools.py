@@ -41,9 +41,20 @@ _CHOICE = {
 def memory_path(item_id: str, action: str = "") -> str:
     """``/v1/memories/<id>[/<action>]``, the id one escaped path segment: an id holding
     ``/``, ``?`` or ``..`` names no other route."""
-    if not item_id or len(item_id) > MAX_ID:
-        raise ToolError(f"id: a memory's id, 1 to {MAX_ID} characters")
-    return f"/v1/memories/{quote(item_id, safe='')}" + (f"/{action}" if action else "")
+    return _path("/v1/memories", item_id, "id", "a memory's id", action)
+
+
+def proposal_path(proposal_id: str, action: str) -> str:
+    """``/v1/proposals/<id>/<action>``, escaped as ``memory_path`` escapes."""
+    return _path("/v1/proposals", proposal_id, "proposal_id", "a proposal's id", action)
+
+
+def _path(collection: str, value: str, field: str, what: str, action: str) -> str:
+    # "." and ".." stay as they are when escaped, and an HTTP client resolves them (QA:
+    # "." read the list of memories, "../memories/<id>/disable" disabled one).
+    if not value or len(value) > MAX_ID or value in (".", ".."):
+        raise ToolError(f"{field}: {what}, 1 to {MAX_ID} characters, not '.' or '..'")
+    return f"{collection}/{quote(value, safe='')}" + (f"/{action}" if action else "")
 
 
 class Engram:
@@ -230,7 +241,7 @@ def build_server(
     @server.tool(name="memory__withdraw_proposal")
     async def withdraw_proposal(proposal_id: str) -> dict[str, Any]:
         """Take back a proposal you made."""
-        return dict(await api.command(f"/v1/proposals/{proposal_id}/withdraw", {}))
+        return dict(await api.command(proposal_path(proposal_id, "withdraw"), {}))
 
     return server
 

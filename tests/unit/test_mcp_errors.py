@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
 from engram.mcp_errors import EngramProblem
-from engram.mcp_tools import build_server, memory_path
+from engram.mcp_tools import build_server, memory_path, proposal_path
 
 
 def test_a_problem_names_its_code_detail_and_every_refused_field() -> None:
@@ -60,6 +60,17 @@ def test_a_memory_id_is_one_escaped_segment_of_its_path() -> None:
     assert memory_path("0f8e-1", "links") == "/v1/memories/0f8e-1/links"
     assert memory_path("../../v1/policy") == "/v1/memories/..%2F..%2Fv1%2Fpolicy"
     assert memory_path("a?x=1", "pin") == "/v1/memories/a%3Fx%3D1/pin"
-    for bad in ("", "x" * 65):
+    for bad in ("", "x" * 65, ".", ".."):  # an HTTP client resolves "." and ".." segments
         with pytest.raises(ToolError, match="1 to 64 characters"):
             memory_path(bad)
+
+
+def test_a_proposal_id_is_one_escaped_segment_of_its_path() -> None:
+    """QA: "../memories/<id>/disable?x=" as a proposal id disabled the memory."""
+    assert proposal_path("p-1", "withdraw") == "/v1/proposals/p-1/withdraw"
+    assert proposal_path("../memories/m/disable?x=", "withdraw") == (
+        "/v1/proposals/..%2Fmemories%2Fm%2Fdisable%3Fx%3D/withdraw"
+    )
+    for bad in ("", ".", ".."):
+        with pytest.raises(ToolError, match="proposal_id"):
+            proposal_path(bad, "withdraw")
