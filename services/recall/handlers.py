@@ -113,7 +113,12 @@ async def context(request: Request, context_id: RequestText) -> ContextResponse:
 
 def _entry(given: dict[str, Any], current: Any) -> ContextEntry:
     title = None
-    if current is None or current["status"] == "forgotten":
+    if current is None:
+        # Out of this token's sight (a forgotten memory keeps its row): the same member's
+        # context read with a token that lacks the memory's agent, session or project scope
+        # (QA: it read as forgotten).
+        state, revision = "unavailable", None
+    elif current["status"] == "forgotten":
         state, revision = "forgotten", None
     else:
         revision, title = current["revision"], current["title"]

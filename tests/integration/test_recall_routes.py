@@ -156,3 +156,24 @@ async def test_a_context_keeps_the_query_ids_revisions_and_why_never_text(
     assert seen["query"] == "what opens the locker?"
     assert [(e["id"], e["state"], e["title"]) for e in seen["entries"]] == [
         (item, "forgotten", None)]
+
+
+async def test_a_context_read_without_the_memory_s_scope_shows_it_unavailable(
+        recall: Recall, owner: asyncpg.Connection) -> None:
+    """QA: the member's context of an agent's run, read with the member's own token, said
+    the agent's memory was forgotten; it is only out of that token's sight."""
+    item = await insert_item(owner, recall.org, "agent:bot", "The bot restarts at dawn.",
+                             prefix="ctx-agent")
+    await owner.execute("UPDATE memory.items SET title = 'Restart' WHERE item_id = $1", item)
+    agent = {"Authorization": "Bearer " + mint_token(SECRET, org=recall.org, member="ana",
+                                                     agent="bot")}
+    r = await recall.http.post("/v1/recall", headers=agent,
+                               json={"query": "when does the bot restart?"})
+    assert r.status_code == 200, r.text
+    path = f"/v1/contexts/{r.json()['context_id']}"
+
+    as_agent = (await recall.http.get(path, headers=agent)).json()
+    as_member = (await recall.http.get(path, headers=recall.headers())).json()
+    assert [(e["state"], e["title"]) for e in as_agent["entries"]] == [("unchanged", "Restart")]
+    assert [(e["id"], e["state"], e["current_revision"], e["title"])
+            for e in as_member["entries"]] == [(item, "unavailable", None, None)]
