@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import re
 
-INTENT = re.compile(r"\b(remember|save|keep|update|correct)\w*\b", re.IGNORECASE)
+# The five words in the form a request takes ("remember that", "please save"): "updates",
+# "kept" or "corrected" in a message say nothing of saving (QA: "Updates for all later").
+INTENT = re.compile(r"\b(remember|save|keep|update|correct)\b", re.IGNORECASE)
+# A negation a few words before one of them: "don't", "do not", any "-n't" ("shouldn't",
+# "can't", "won't"), and the same without an apostrophe; "never", "not", "cannot", "stop".
 NEGATION = re.compile(
-    r"\b(don'?t|do not|never|not|no need to|stop)\s+(\w+\s+){0,2}?"
+    r"\b(\w+n't|(do|does|did|ca|can|could|should|would|wo|must|need|is|are|was|were)nt|"
+    r"do not|cannot|never|not|no need to|stop)(\W+\w+){0,3}?\W+"
     r"(remember|save|keep|update|correct)\w*\b",
     re.IGNORECASE,
 )
+# Typed apostrophes (a phone's or a Mac's ’, the modifier letter ʼ, a full-width one) read as
+# "'" (QA: "Don’t remember…" with U+2019 saved a confirmed fact).
+APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032`", "'"))
 EVERYONE = re.compile(r"\b(all|every\w*|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")
 STOPWORDS = frozenset(
@@ -32,7 +40,10 @@ def content_in_message(content: str, message: str) -> bool:
 
 
 def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bool:
-    if not message or not INTENT.search(message):
+    if not message:
+        return False
+    message = message.translate(APOSTROPHES)
+    if not INTENT.search(message):
         return False
     # A negated intent anywhere ("don't remember") withdraws the request.
     if NEGATION.search(message):

@@ -18,6 +18,18 @@ from services.command.confirm import user_asked_to_save
         ("remember for all teammates: I like tea", "I like tea", True, True),
         ("update my profile: I like tea", "I like tea", True, True),
         (None, "I like tea", False, False),
+        # QA: typed apostrophes, other negations, and the words as no request at all.
+        ("Don\u2019t remember that my bank PIN is 9182", "My bank PIN is 9182", False, False),
+        ("Please don\u02bct save this: my door code is 5521", "my door code is 5521", False, False),
+        ("dont remember that I like tea", "I like tea", False, False),
+        ("You shouldn't save that I like tea", "I like tea", False, False),
+        ("I can't remember whether I like tea", "I like tea", False, False),
+        ("Do NOT under any circumstances remember: I like tea", "I like tea", False, False),
+        ("Don't, please, save it: I like tea", "I like tea", False, False),
+        ("I want you to remember that I like tea", "I like tea", False, True),
+        ("Please remember \u2019cause I like tea", "I like tea", False, True),
+        ("Updates for all later: the offsite is in Porto", "the offsite is in Porto", True, False),
+        ("I kept a note: I like tea", "I like tea", False, False),
     ],
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:
