@@ -16,8 +16,9 @@ NEGATION = re.compile(
     r"(remember|save|keep|update|correct)\w*\b",
     re.IGNORECASE,
 )
-# Typed apostrophes (a phone's or a Mac's ’, the modifier letter ʼ, a full-width one) read as
-# "'" (QA: "Don’t remember…" with U+2019 saved a confirmed fact).
+# Typed apostrophes (U+2019 as phones and Macs type it, U+2018, the modifier letter U+02BC, a
+# full-width one, a prime, a backtick) read as "'" (QA: "Don\u2019t remember..." with U+2019
+# saved a confirmed fact).
 APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032`", "'"))
 EVERYONE = re.compile(r"\b(all|every\w*|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")

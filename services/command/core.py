@@ -95,17 +95,24 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
-        if keeps_lifetime(existing, cmd.expires_at, ctx.now):  # as a new revision of it
+        # As a new revision of it, when the save is of the same kind and lifetime (a kind is
+        # no revision's: QA, a keyed save as a preference left the memory a note).
+        if existing.kind == cmd.kind and keeps_lifetime(existing, cmd.expires_at, ctx.now):
             text, title = cmd.content, cmd.title
             revised = new_revision(existing, text, title, ctx, "corrected", digest=digest)
             revised = relabelled(revised, existing, ctx, cmd.key, cmd.tags, cmd.sources)
+            # A save that asks for a pin pins it (QA: it was dropped); none unpins it.
+            pin = cmd.pinned and not existing.pinned
+            pinned = [
+                MemoryPinned(item_id=existing.item_id, revision=revised.revision + 1, pinned=True)
+            ]
             links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
-            return [revised, *links]
+            return [revised, *(pinned if pin else []), *links]
     if not confirmed:
         check_run_cap(state, cmd.run_id, ctx)
     item_id = ctx.new_item_id()
     links = related(state, item_id, None, cmd.related_ids, ctx)
-    # A fact with another lifetime is a memory of its own, which the key's memory is
+    # A fact of another kind or lifetime is a memory of its own, which the key's memory is
     # archived for (superseded by it); the command's answer is the new memory's, its last.
     superseded = [superseded_by(existing, item_id)] if existing and confirmed else []
     return [

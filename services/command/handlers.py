@@ -100,7 +100,7 @@ async def forget(request: Request) -> JSONResponse:
     if "scope" in request.query_params:
         query["scope"] = request.query_params["scope"]
     if (version := request.query_params.get("expected_version")) is not None:
-        if not version.isdigit():
+        if not (version.isascii() and version.isdigit()):  # "²" and "٣" are digits too
             raise ProblemError(
                 422, "Invalid request", "expected_version: a whole number, 0 or more", "invalid"
             )

@@ -27,8 +27,7 @@ def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[
     return events
 
 
-def remembered(state: StreamState, text: str = "The trip budget is 1500 EUR.", **kw: object
-               ) -> str:
+def remembered(state: StreamState, text: str = "The trip budget is 1500 EUR.", **kw: object) -> str:
     [event] = run(state, c.RememberMemory(content=text, **kw))
     return event.item_id
 
@@ -37,8 +36,12 @@ def test_remember_by_a_person_is_active_at_revision_one_with_sealed_text() -> No
     state = StreamState("acme/member:ana")
     [event] = run(state, c.RememberMemory(content="I like tea", kind="preference", pinned=True))
     assert isinstance(event, MemoryRemembered)
-    assert (event.status, event.revision, event.kind, event.pinned) == ("active", 1,
-                                                                        "preference", True)
+    assert (event.status, event.revision, event.kind, event.pinned) == (
+        "active",
+        1,
+        "preference",
+        True,
+    )
     assert unseal(event.content) == "I like tea"
     assert state.generation == 1
 
@@ -99,14 +102,19 @@ def test_forget_is_terminal_keeps_hashes_and_refuses_an_accidental_resave() -> N
     assert isinstance(forgotten, MemoryForgotten)
     assert forgotten.revisions == 2 and len(forgotten.content_hashes) == 2
     assert state.items[item].revisions == {}
-    for cmd in (c.UnarchiveMemory(item_id=item), c.RestoreRevision(item_id=item,
-                base_revision=2, revision=1), c.ForgetMemory(item_id=item)):
+    for cmd in (
+        c.UnarchiveMemory(item_id=item),
+        c.RestoreRevision(item_id=item, base_revision=2, revision=1),
+        c.ForgetMemory(item_id=item),
+    ):
         with pytest.raises(Gone):
             run(state, cmd)
     with pytest.raises(Conflict, match="forgotten before"):
         run(state, c.RememberMemory(content="Secret  plan"))
-    assert isinstance(run(state, c.RememberMemory(content="secret plan",
-                                                  resave_forgotten=True))[0], MemoryRemembered)
+    assert isinstance(
+        run(state, c.RememberMemory(content="secret plan", resave_forgotten=True))[0],
+        MemoryRemembered,
+    )
 
 
 def test_a_correction_brings_forgotten_text_back_only_when_the_caller_means_it() -> None:
@@ -116,10 +124,16 @@ def test_a_correction_brings_forgotten_text_back_only_when_the_caller_means_it()
     other = remembered(state, "My locker is on floor 2.")
     run(state, c.ForgetMemory(item_id=locker))
     with pytest.raises(Conflict, match="forgotten before"):
-        run(state, c.CorrectMemory(item_id=other, base_revision=1,
-                                   content="my locker number is 42."))
-    [revised] = run(state, c.CorrectMemory(item_id=other, base_revision=1, resave_forgotten=True,
-                                           content="My locker number is 42."))
+        run(
+            state,
+            c.CorrectMemory(item_id=other, base_revision=1, content="my locker number is 42."),
+        )
+    [revised] = run(
+        state,
+        c.CorrectMemory(
+            item_id=other, base_revision=1, resave_forgotten=True, content="My locker number is 42."
+        ),
+    )
     assert state.items[other].revision == 2 and revised.item_id == other
 
 
@@ -149,14 +163,16 @@ def test_clear_forgets_every_memory_of_the_scope_only_when_confirmed() -> None:
 def test_only_an_admin_clears_the_shared_scope() -> None:
     state = StreamState("acme/shared")
     shared = make_context(scope="shared")
-    [event] = run(state, c.RememberMemory(content="Deploys are on Tuesdays", scope="shared"),
-                  shared)
+    [event] = run(
+        state, c.RememberMemory(content="Deploys are on Tuesdays", scope="shared"), shared
+    )
     with pytest.raises(Forbidden, match="admin"):
         run(state, c.ClearMemories(scope="shared", confirm=True), shared)
     assert state.items[event.item_id].status == "active"
     admin = make_context(scope="shared", is_admin=True)
-    assert [e.item_id for e in run(state, c.ClearMemories(scope="shared", confirm=True),
-                                   admin)] == [event.item_id]
+    assert [
+        e.item_id for e in run(state, c.ClearMemories(scope="shared", confirm=True), admin)
+    ] == [event.item_id]
 
 
 def test_unknown_items_are_not_found() -> None:
@@ -167,12 +183,16 @@ def test_unknown_items_are_not_found() -> None:
 def test_an_agent_save_without_the_users_request_is_a_candidate() -> None:
     state = StreamState("s")
     agent = make_context(is_agent=True)
-    [event] = run(state, c.RememberMemory(content="Ana likes tea",
-                                          user_message="what should I drink?"), agent)
+    [event] = run(
+        state, c.RememberMemory(content="Ana likes tea", user_message="what should I drink?"), agent
+    )
     assert isinstance(event, MemoryRemembered) and event.status == "candidate"
     assert state.generation == 0  # candidates are not active memory
-    [event] = run(state, c.RememberMemory(content="Ana likes tea",
-                                          user_message="Please remember: Ana likes tea"), agent)
+    [event] = run(
+        state,
+        c.RememberMemory(content="Ana likes tea", user_message="Please remember: Ana likes tea"),
+        agent,
+    )
     assert isinstance(event, MemoryRemembered) and event.status == "active"
 
 
@@ -206,8 +226,11 @@ def test_an_inference_never_replaces_a_confirmed_fact() -> None:
     state = StreamState("s")
     item = remembered(state, "The budget is 1500 EUR.", key="budget")
     agent = make_context(is_agent=True)
-    [guess] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
-                                         content="The budget is 900 EUR."), agent)
+    [guess] = run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="The budget is 900 EUR."),
+        agent,
+    )
     assert isinstance(guess, MemoryRemembered)
     assert (guess.status, guess.replaces) == ("candidate", item)
     [keyed] = run(state, c.RememberMemory(content="budget 800", key="budget"), agent)
@@ -220,8 +243,12 @@ def test_a_memorys_key_tags_and_sources_travel_sealed() -> None:
     kept for good, so a forget left them readable. They are sealed with the text now, and
     only keyed hashes of the key and the sources stay beside them."""
     state = StreamState("acme/member:ana")
-    [event] = run(state, c.RememberMemory(content="Ana's doctor is Dr Reyes.", key="doctor",
-                                          tags=("health",), sources=("msg-9",)))
+    [event] = run(
+        state,
+        c.RememberMemory(
+            content="Ana's doctor is Dr Reyes.", key="doctor", tags=("health",), sources=("msg-9",)
+        ),
+    )
     assert isinstance(event, MemoryRemembered) and event.labels is not None
     assert (event.key, event.tags, event.sources) == (None, (), ())
     assert labels_of(event) == Labels(key="doctor", tags=("health",), sources=("msg-9",))
@@ -240,47 +267,60 @@ def test_a_keyed_save_brings_its_tags_and_sources_to_the_memory_it_revises() -> 
     forget of the memory suppressed no extraction from the save's sources."""
     state = StreamState("acme/member:ana")
     item = remembered(state, "Tea at four.", key="drink", tags=("food",), sources=("m-1",))
-    [revised] = run(state, c.RememberMemory(content="Coffee at four.", key="drink",
-                                            tags=("food", "daily"), sources=("m-1", "m-2")))
+    [revised] = run(
+        state,
+        c.RememberMemory(
+            content="Coffee at four.", key="drink", tags=("food", "daily"), sources=("m-1", "m-2")
+        ),
+    )
     assert isinstance(revised, MemoryRevised) and revised.item_id == item
     assert revised.labels is not None and revised.labels.key_id == item
-    assert labels_of(revised) == Labels(key="drink", tags=("food", "daily"),
-                                        sources=("m-1", "m-2"))
+    assert labels_of(revised) == Labels(key="drink", tags=("food", "daily"), sources=("m-1", "m-2"))
     assert revised.source_hashes == ("s:m-2",)  # the one it brought
     assert state.items[item].labels == revised.labels
-    [same] = run(state, c.RememberMemory(content="Coffee at five.", key="drink",
-                                         tags=("daily",)))  # nothing new: labels stay
+    [same] = run(
+        state, c.RememberMemory(content="Coffee at five.", key="drink", tags=("daily",))
+    )  # nothing new: labels stay
     assert isinstance(same, MemoryRevised) and (same.labels, same.source_hashes) == (None, ())
     many = tuple(f"t{n:02}" for n in range(32))
     run(state, c.RememberMemory(content="Tea at six.", key="drink", tags=many))
-    [named] = run(state, c.RememberMemory(content="Tea at seven.", key="drink",
-                                          tags=("t00", "new")))
+    [named] = run(
+        state, c.RememberMemory(content="Tea at seven.", key="drink", tags=("t00", "new"))
+    )
     assert isinstance(named, MemoryRevised)  # the 32 last named, the save's own last (QA)
     assert labels_of(named).tags == (*many[2:], "t00", "new")  # t01 is the oldest named
     state.items[item].labels = None  # as a memory saved before labels were sealed
-    [old] = run(state, c.RememberMemory(content="Tea at five.", key="drink", tags=("new",),
-                                        sources=("m-3",)))
+    [old] = run(
+        state,
+        c.RememberMemory(content="Tea at five.", key="drink", tags=("new",), sources=("m-3",)),
+    )
     # Its tags and sources are unknown here: new labels would replace them; the hashes go.
-    assert isinstance(old, MemoryRevised) and (old.labels, old.source_hashes) == (None,
-                                                                                 ("s:m-3",))
+    assert isinstance(old, MemoryRevised) and (old.labels, old.source_hashes) == (None, ("s:m-3",))
 
 
 def test_an_inferred_correction_waits_under_the_labels_of_the_fact_it_corrects() -> None:
     """Its key, and its tags and sources too (QA: a confirm of it made a memory with none,
     so a forget of that memory suppressed nothing from the sources)."""
     state = StreamState("acme/member:ana")
-    item = remembered(state, "The budget is 1500 EUR.", key="budget", tags=("money",),
-                      sources=("m-1",))
+    item = remembered(
+        state, "The budget is 1500 EUR.", key="budget", tags=("money",), sources=("m-1",)
+    )
     agent = make_context(is_agent=True)
-    [guess] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
-                                         content="The budget is 900 EUR."), agent)
+    [guess] = run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="The budget is 900 EUR."),
+        agent,
+    )
     assert isinstance(guess, MemoryRemembered) and guess.labels is not None
     assert guess.labels.key_id == guess.item_id  # sealed anew, under the candidate's key
     assert labels_of(guess) == Labels(key="budget", tags=("money",), sources=("m-1",))
     assert (guess.key_hash, guess.source_hashes) == ("k:budget", ("s:m-1",))
     state.items[item].labels = None  # as a memory saved before labels were sealed
-    [old] = run(state, c.CorrectMemory(item_id=item, base_revision=1,
-                                       content="The budget is 800 EUR."), agent)
+    [old] = run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="The budget is 800 EUR."),
+        agent,
+    )
     assert isinstance(old, MemoryRemembered)  # its key's hash alone: the writer knows no more
     assert (old.labels, old.key_hash, old.source_hashes) == (None, "k:budget", ())
 
@@ -290,8 +330,9 @@ def test_a_keyed_save_that_names_a_tag_again_makes_it_the_newest() -> None:
     dropped the tag the person had named last."""
     state = StreamState("acme/member:ana")
     remembered(state, "Blue.", key="color", tags=("a", "b"), sources=("x", "y"))
-    [again] = run(state, c.RememberMemory(content="Green.", key="color", tags=("a",),
-                                          sources=("x",)))
+    [again] = run(
+        state, c.RememberMemory(content="Green.", key="color", tags=("a",), sources=("x",))
+    )
     assert isinstance(again, MemoryRevised) and again.source_hashes == ()
     assert labels_of(again) == Labels(key="color", tags=("b", "a"), sources=("y", "x"))
 
@@ -301,6 +342,29 @@ def test_a_confirmed_remember_with_a_known_key_revises_that_fact() -> None:
     item = remembered(state, "The budget is 1500 EUR.", key="budget")
     [event] = run(state, c.RememberMemory(content="The budget is 1600 EUR.", key="budget"))
     assert isinstance(event, MemoryRevised) and event.item_id == item
+
+
+def test_a_keyed_save_pins_its_fact_and_one_of_another_kind_is_a_fact_of_its_own() -> None:
+    """QA: a keyed save that revised the key's memory dropped its pin and its kind."""
+    state = StreamState("s")
+    item = remembered(state, "Coffee order is latte.", key="coffee")
+    revised, pinned = run(
+        state, c.RememberMemory(content="Coffee order is flat white.", key="coffee", pinned=True)
+    )
+    assert isinstance(revised, MemoryRevised) and isinstance(pinned, MemoryPinned)
+    assert (pinned.item_id, pinned.revision, pinned.pinned) == (item, 3, True)
+    [again] = run(state, c.RememberMemory(content="Coffee order is a flat white.", key="coffee"))
+    assert isinstance(again, MemoryRevised), "an unpinned save leaves the pin as it is"
+    assert state.items[item].pinned
+
+    archived, new = run(
+        state, c.RememberMemory(content="Coffee: oat milk.", key="coffee", kind="preference")
+    )
+    assert isinstance(archived, MemoryStatusChanged) and archived.item_id == item
+    assert (archived.status, archived.superseded_by) == ("archived", new.item_id)
+    assert isinstance(new, MemoryRemembered) and new.kind == "preference"
+    holder = state.active_by_key(make_context().key_hash("coffee"))
+    assert holder is not None and holder.item_id == new.item_id
 
 
 def test_an_expected_version_must_be_the_streams_current_one() -> None:
@@ -320,8 +384,10 @@ def test_an_agent_brings_no_earlier_text_back_over_a_confirmed_fact() -> None:
     item = remembered(state, "Team lunch is on Thursday.")
     run(state, c.CorrectMemory(item_id=item, base_revision=1, content="Team lunch is on Friday."))
     agent = make_context(is_agent=True)
-    for cmd in (c.UndoChange(item_id=item, base_revision=2),
-                c.RestoreRevision(item_id=item, base_revision=2, revision=1)):
+    for cmd in (
+        c.UndoChange(item_id=item, base_revision=2),
+        c.RestoreRevision(item_id=item, base_revision=2, revision=1),
+    ):
         with pytest.raises(Forbidden, match="agent may not"):
             run(state, cmd, agent)
     assert unseal(state.items[item].current.content) == "Team lunch is on Friday."
@@ -340,8 +406,10 @@ def test_undo_and_restore_bring_no_forgotten_text_back() -> None:
     run(state, c.CorrectMemory(item_id=vault, base_revision=1, content="The vault pin changed."))
     twin = remembered(state, "The vault pin is 8080.", resave_forgotten=False)
     run(state, c.ForgetMemory(item_id=twin))
-    for cmd in (c.UndoChange(item_id=vault, base_revision=2),
-                c.RestoreRevision(item_id=vault, base_revision=2, revision=1)):
+    for cmd in (
+        c.UndoChange(item_id=vault, base_revision=2),
+        c.RestoreRevision(item_id=vault, base_revision=2, revision=1),
+    ):
         with pytest.raises(Conflict, match="forgotten since"):
             run(state, cmd)
     assert unseal(state.items[vault].current.content) == "The vault pin changed."

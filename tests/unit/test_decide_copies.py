@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts import commands as c
-from contracts.events import Event, MemoryRemembered, MemoryRevised, MemoryStatusChanged
+from contracts.events import (
+    Event,
+    MemoryPinned,
+    MemoryRemembered,
+    MemoryRevised,
+    MemoryStatusChanged,
+)
 from services.command.context import Context, Copy
 from services.command.core import decide
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
@@ -66,6 +72,22 @@ def test_a_key_the_agent_holds_takes_the_sessions_text_as_a_revision() -> None:
                     with_copies(copy("s1", "Tests: all of them.", key="tests"),
                                 copy("s0", "Tests: older text.", key="tests")))
     assert isinstance(revised, MemoryRevised) and unseal(revised.content) == "Tests: all of them."
+
+
+def test_a_key_held_by_another_kind_is_archived_and_a_pinned_copy_pins_its_revision() -> None:
+    """As a keyed save does (QA: a keyed save dropped its pin and its kind)."""
+    state = StreamState("acme/agent:helper")
+    [held] = run(state, c.RememberMemory(content="Tests: the unit ones.", kind="procedure",
+                                         key="tests"), make_context(scope="agent:helper"))
+    pinned = replace(copy("s1", "Tests: all of them.", key="tests"), pinned=True)
+    revised, pin = run(state, c.PromoteSession(), with_copies(pinned))
+    assert isinstance(revised, MemoryRevised) and isinstance(pin, MemoryPinned)
+    assert (pin.item_id, pin.revision, pin.pinned) == (held.item_id, 3, True)
+    other = copy("s2", "Tests: Ana runs them.", "preference", key="tests")
+    archived, made = run(state, c.PromoteSession(), with_copies(other))
+    assert isinstance(archived, MemoryStatusChanged) and archived.item_id == held.item_id
+    assert isinstance(made, MemoryRemembered) and made.kind == "preference"
+    assert archived.superseded_by == made.item_id
 
 
 def test_forgotten_text_is_not_copied_back() -> None:
