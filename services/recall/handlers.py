@@ -45,16 +45,21 @@ Status = Literal["active", "disabled", "archived", "candidate"]
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
 
 
-@router.post("/v1/recall")
-async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
-    app = request.app.state
-    principal = principal_from(request, app.verifier)
+async def _in_use(app: Any, principal: Principal) -> Principal:
+    """The token's principal as its runs read memory: without its session when the
+    session's `use` is off (its runs are given no memory of the session itself)."""
     if (
         principal.session
         and not (await app.store.session_switches(principal, principal.session))["use"]
     ):
-        # The session's `use` is off: its runs are given no memory of the session itself.
-        principal = replace(principal, session=None)
+        return replace(principal, session=None)
+    return principal
+
+
+@router.post("/v1/recall")
+async def post_recall(request: Request, body: RecallRequest) -> RecallResponse:
+    app = request.app.state
+    principal = await _in_use(app, principal_from(request, app.verifier))
     return await recall(app.store, app.embedder, principal, body, app.settings)
 
 
@@ -88,7 +93,9 @@ async def put_policy(request: Request, body: OrgPolicy) -> OrgPolicy:
 @router.get("/v1/generation")
 async def generation(request: Request) -> GenerationResponse:
     app = request.app.state
-    gen = await app.store.generation(principal_from(request, app.verifier))
+    # Counted over what a packet holds, so a run's recorded generation matches it (QA: with
+    # the session's `use` off, the packet's never did, and every run looked stale).
+    gen = await app.store.generation(await _in_use(app, principal_from(request, app.verifier)))
     return GenerationResponse(generation=generation_text(gen), **gen)
 
 

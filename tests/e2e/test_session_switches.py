@@ -46,11 +46,22 @@ async def test_use_decides_whether_runs_get_the_sessions_memories(
         async def given() -> bool:
             return item in await recalled()
 
+        async def generations() -> tuple[str, str]:
+            packet = await http.post(f"{recall}/v1/recall", headers=ana.headers,
+                                     json={"query": "budget", "preview": True})
+            now = await http.get(f"{recall}/v1/generation", headers=ana.headers)
+            return packet.json()["generation"], now.json()["generation"]
+
         await eventually(given, what="the session's memory in a packet")
+        on = await generations()
         off = await switches(use=False)
         assert (off["settings"], off["overrides"]) == ({"use": False, "generate": True},
                                                        {"use": False, "generate": None})
         assert item not in await recalled()
+        # QA: a run checks the generation its packet gave against /v1/generation; with
+        # `use` off the two differed, so every run looked stale.
+        packet_gen, now_gen = await generations()
+        assert packet_gen == now_gen != on[1] and on[0] == on[1]
         again = await switches(use=None)  # follows the org again: on
         assert again["settings"]["use"] is True and again["overrides"]["use"] is None
         assert item in await recalled()
