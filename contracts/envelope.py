@@ -31,6 +31,9 @@ MadeBy = Literal["person", "agent", "extraction", "promotion", "fork", "proposal
 
 # A command id (an HTTP caller's Idempotency-Key) has this many characters.
 COMMAND_ID_LENGTH = (8, 100)
+# The longest stream id (an org and a scope, 200 characters each at most) and type name.
+STREAM_ID_LENGTH = 500
+TYPE_LENGTH = 100
 
 
 class CommandEnvelope(BaseModel):
@@ -43,9 +46,12 @@ class CommandEnvelope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     command_id: str = Field(min_length=COMMAND_ID_LENGTH[0], max_length=COMMAND_ID_LENGTH[1])
-    type: str
+    type: str = Field(max_length=TYPE_LENGTH)
     token: str
-    stream_id: str
+    # An org and a scope of 200 characters each at most, as an event's (QA: a 600 KB stream
+    # id came back twice in its refusal, too large a record for the reply topic, and the
+    # partition retried it for good).
+    stream_id: str = Field(max_length=STREAM_ID_LENGTH)
     issued_at: datetime | None = None
     payload: dict[str, Any]
     # The command id names one act, not one request (a scope's MEMORY.md import): a
@@ -70,9 +76,9 @@ class EventHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     event_id: str = Field(max_length=100)
-    type: str = Field(max_length=100)
+    type: str = Field(max_length=TYPE_LENGTH)
     schema_version: int = Field(default=1, ge=1, le=1000)
-    stream_id: str = Field(max_length=500)  # an org and a scope, 200 characters each at most
+    stream_id: str = Field(max_length=STREAM_ID_LENGTH)
     seq: int = Field(ge=1, le=2**63 - 1)  # a bigint in the read models
     command_id: str = Field(max_length=200)
     occurred_at: datetime

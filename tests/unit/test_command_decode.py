@@ -43,3 +43,17 @@ def test_once_is_true_or_false_only() -> None:
     loose = decode(record(json.dumps({**ENVELOPE, "once": "yes"}).encode()))
     assert loose.envelope is None and "once" in (loose.poison or "")
     assert loose.named == ("cmd-00000001", "acme/member:ana")  # so its caller is answered
+
+
+def test_a_poison_is_answered_only_under_ids_a_reply_can_carry() -> None:
+    """QA: a lone surrogate in the command id made the reply fail to encode (the service
+    stopped, and stopped again on restart); a 600 KB stream id made a reply too large for
+    the broker (the partition retried it for good). Both are dead-lettered unanswered."""
+    surrogate = b'{"command_id": "cmd-\\ud800-xyz", "stream_id": "acme/member:ana", "type": 1}'
+    huge = json.dumps({**ENVELOPE, "stream_id": "acme/member:" + "b" * 600_000}).encode()
+    long_id = json.dumps({**ENVELOPE, "command_id": "c" * 101, "type": 1}).encode()
+    for value in (surrogate, huge, long_id):
+        decoded = decode(record(value))
+        assert decoded.envelope is None and decoded.poison is not None
+        assert decoded.named is None
+    assert "stream_id" in (decode(record(huge)).poison or "")

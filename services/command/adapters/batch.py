@@ -9,13 +9,18 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TypeAlias, TypeGuard
 
 from aiokafka import ConsumerRecord
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.envelope import CommandEnvelope, CommandReply
+from contracts.envelope import (
+    COMMAND_ID_LENGTH,
+    STREAM_ID_LENGTH,
+    CommandEnvelope,
+    CommandReply,
+)
 from engram.crypto import KeyMissingError, MasterKey, open_payload, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.context import copy_item_id, new_item_id
@@ -106,9 +111,22 @@ def _named(record: Record) -> tuple[str, str] | None:
     if not isinstance(body, dict):
         return None
     command_id, stream_id = body.get("command_id"), body.get("stream_id")
-    if isinstance(command_id, str) and isinstance(stream_id, str):
+    if _answerable(command_id, COMMAND_ID_LENGTH[1]) and _answerable(stream_id, STREAM_ID_LENGTH):
         return command_id, stream_id
     return None
+
+
+def _answerable(value: object, longest: int) -> TypeGuard[str]:
+    """Text a reply can carry: within its field's bound, and UTF-8 (QA: a lone surrogate,
+    which JSON allows and pydantic refuses, made the poison's reply fail to encode and
+    aborted the transaction for good; a 600 KB id made a reply the broker refused)."""
+    if not isinstance(value, str) or len(value) > longest:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def keys_needed(
