@@ -229,3 +229,25 @@ async def test_statements_of_many_rows_keep_the_counts_equal_to_a_recount(
         stream,
     )
     assert sorted(map(tuple, postings)) == sorted(map(tuple, expected))
+
+
+async def test_expired_memories_do_not_crowd_a_live_match_out(
+    stack_settings: dict[str, str], owner: asyncpg.Connection
+) -> None:
+    """QA: 30 expired memories matching "wombat" strongly left the one live match out,
+    and the search answered nothing (they keep their postings: an expired memory stays
+    active). The pool deepens until it has enough live ones."""
+    org = f"bm25-{uuid.uuid4().hex[:8]}"
+    ana = Principal(org=org, member="ana")
+    expired = [
+        await seed(owner, org, "member:ana", f"wombat wombat wombat wombat note {n}")
+        for n in range(130)
+    ]
+    await owner.execute(
+        "UPDATE memory.items SET expires_at = now() - interval '1 day' WHERE item_id = ANY($1)",
+        expired,
+    )
+    live = await seed(
+        owner, org, "member:ana", "a wombat lives in burrows under the ground of the bush"
+    )
+    assert await ranked(stack_settings, ana, "wombat") == [live]
