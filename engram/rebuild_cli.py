@@ -59,6 +59,9 @@ def replay(
     from services.projector.swap import SwapError
     from services.projector.swap import swap as run_swap
 
+    if not org:
+        console.print("[red]--org: an org id, or a pattern of them (leave it out for all)[/red]")
+        raise typer.Exit(2)
     if swap and org != "%":
         console.print("[red]--swap needs the whole log: leave --org out[/red]")
         raise typer.Exit(2)
@@ -82,6 +85,12 @@ def replay(
             group_id=group_id,
         )
         console.print(f"replayed {report.events} events in {report.seconds} s into {into}")
+        if report.poison:
+            console.print(
+                f"[yellow]skipped {len(report.poison)} records the live projector "
+                f"dead-lettered too (engram.dlq.projector); the first: "
+                f"{report.poison[0][:300]}[/yellow]"
+            )
         console.print(
             f"checksum shadow {report.shadow_checksum[:16]} live "
             f"{report.live_checksum[:16]}: "

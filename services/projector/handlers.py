@@ -104,6 +104,10 @@ class EventProjector:
             return False
         return applied
 
+    async def dead_letter(self, record: Any, error: str) -> None:
+        """A record that cannot be applied: to whoever this projector reports poison to."""
+        await self._dead_letter_one(record, error)
+
     async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
         """Decode and write a batch in the caller's transaction (a replay does this)."""
         await self.write(conn, await self.prepare(records, self._dead_letter_one))

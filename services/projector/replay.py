@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from aiokafka import TopicPartition
@@ -23,7 +24,7 @@ from engram.crypto import MasterKey
 from engram.db import create_pool, migrate, migrate_shared
 from engram.kafka import consumer, partition_count
 from engram.keystore import KeyStore
-from engram.tracking import OFFSETS_UPSERT
+from engram.tracking import OFFSETS_UPSERT, UNSTORABLE
 from services.projector.handlers import EventProjector
 from services.projector.settings import ProjectorSettings
 
@@ -34,8 +35,12 @@ STORE_OFFSET = OFFSETS_UPSERT.format(table="projector.offsets")
 
 # Rows that must match between a replay and the live read models (no wall-clock columns).
 CHECKSUM_QUERIES = {
-    "items": "SELECT item_id, org, scope, kind, status, key, title, content, pinned, tags, "
-    "revision, superseded_by, replaces, updated_at FROM memory.items "
+    # Every column but the full-text vector (derived from the content and title); a
+    # damaged expiry or sources went unseen (QA).
+    "items": "SELECT item_id, org, scope, stream_id, kind, status, key, title, content, "
+    "content_length, pinned, tags, "
+    "sources, revision, superseded_by, replaces, expires_at, created_by, created_at, "
+    "updated_at FROM memory.items "
     "WHERE org LIKE $1 ORDER BY item_id",
     "revisions": "SELECT item_id, revision, reason, title, content, content_hash "
     "FROM memory.revisions WHERE org LIKE $1 ORDER BY item_id, revision",
@@ -52,10 +57,13 @@ CHECKSUM_QUERIES = {
 
 @dataclass(frozen=True)
 class ReplayReport:
-    events: int
+    events: int  # applied to the shadow
     seconds: float
     shadow_checksum: str
     live_checksum: str
+    # Records skipped, each with why: undecodable, or data Postgres refuses (the live
+    # projector dead-lettered them too).
+    poison: tuple[str, ...] = ()
 
     @property
     def matches(self) -> bool:
@@ -126,10 +134,10 @@ async def replay(
     live = await create_pool(live_dsn, max_size=2)
     shadow = await create_pool(shadow_dsn, max_size=2)
     try:
-        poison: list[str] = []
+        poison: dict[tuple[int, int], str] = {}  # (partition, offset): why, once each
 
-        async def skip_poison(record: object, error: str) -> None:
-            poison.append(error)  # the live projector already dead-lettered it
+        async def skip_poison(record: Any, error: str) -> None:
+            poison[(record.partition, record.offset)] = error  # dead-lettered live already
 
         projector = EventProjector(KeyStore(live, master), skip_poison)
         prefix = (
@@ -140,10 +148,11 @@ async def replay(
         count = await _apply_all(shadow, projector, bootstrap, progress, prefix, group_id)
         async with shadow.acquire() as s, live.acquire() as lv:
             return ReplayReport(
-                count,
+                count - len(poison),
                 round(time.monotonic() - started, 2),
                 await checksum(s, org_pattern),
                 await checksum(lv, org_pattern),
+                tuple(poison.values()),
             )
     finally:
         await live.close()
@@ -171,6 +180,20 @@ async def _apply_all(
         prefix,
         group_id if prefix is None else None,
     )
+
+
+async def _apply(
+    shadow: asyncpg.Pool,
+    projector: EventProjector,
+    records: list[Any],
+    group_id: str | None,
+    tp: TopicPartition,
+    reached: int,
+) -> None:
+    async with shadow.acquire() as conn, conn.transaction():
+        await projector.handle_batch(conn, records)
+        if group_id is not None:
+            await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, reached)
 
 
 async def apply_range(
@@ -203,10 +226,19 @@ async def apply_range(
                 reached = records[-1].offset + 1
                 if prefix is not None:  # only the streams of the org being compared
                     records = [r for r in records if (r.key or b"").startswith(prefix)]
-                async with shadow.acquire() as conn, conn.transaction():
-                    await projector.handle_batch(conn, records)
+                try:
+                    await _apply(shadow, projector, records, group_id, tp, reached)
+                except UNSTORABLE:  # a record Postgres refuses: find it and let it go, as live
+                    for one in records:
+                        try:
+                            await _apply(shadow, projector, [one], group_id, tp, one.offset + 1)
+                        except UNSTORABLE as exc:
+                            await projector.dead_letter(one, f"not storable: {exc!r}")
                     if group_id is not None:
-                        await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, reached)
+                        async with shadow.acquire() as conn:
+                            await conn.execute(
+                                STORE_OFFSET, group_id, tp.topic, tp.partition, reached
+                            )
                 count += len(records)
                 if progress:
                     progress(f"partition {tp.partition}: {position}/{stop} ({count} events)")

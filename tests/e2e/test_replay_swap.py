@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 from typer.testing import CliRunner
 
+from contracts import topics
+from contracts.envelope import Actor, EventEnvelope
 from engram.cli import app
 from engram.crypto import MasterKey, load_master_key
+from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.projector.replay import replay
 from services.projector.swap import SwapError, swap
@@ -105,3 +111,40 @@ async def test_a_shadow_of_one_org_is_never_swapped_in(stack_settings: dict[str,
                      org_pattern=org)
         with pytest.raises(SwapError, match="no whole replay"):
             await swap(common.database_url, shadow, common.kafka_bootstrap_servers, master)
+
+
+async def test_a_replay_skips_and_reports_an_event_postgres_refuses_as_the_projector_does(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """QA: an event that decodes but holds a value Postgres refuses (a time before year 1 in
+    UTC) is dead-lettered by the live projector; a replay died on it with DataError, and
+    counted poison among the events it replayed."""
+    ana, common = caller(), CommonSettings()
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
+                            json={"content": "The gate code changes monthly."})
+        assert r.status_code == 201, r.text
+        saved = r.json()
+    stream_id = saved["stream_id"]
+    forged = EventEnvelope(
+        event_id=str(uuid.uuid4()), type="MemoryPinned", stream_id=stream_id, seq=2,
+        command_id=str(uuid.uuid4()), actor=Actor(org=ana.org, member=ana.member),
+        occurred_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))),
+        payload={"item_id": saved["item_id"], "revision": 2, "pinned": True})
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+    partitions = await partition_count(bootstrap, topics.EVENTS)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topics.EVENTS, forged.model_dump_json().encode(),
+                                     key=stream_id.encode(),
+                                     partition=topics.partition_for(stream_id, partitions))
+    finally:
+        await producer.stop()
+
+    name = f"engram_unstorable_{ana.org[4:]}"
+    async with shadow_database(common.database_url, name) as shadow:
+        report = await replay(common.database_url, shadow, bootstrap,
+                              MasterKey(load_master_key(common)), org_pattern=ana.org)
+    assert report.events == 1, report  # the save; the forged pin is skipped, not counted
+    assert len(report.poison) == 1 and "not storable" in report.poison[0], report.poison
+    assert report.matches, "the live projector let the same event go"
