@@ -90,7 +90,13 @@ async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, 
     async with _reader(bootstrap, _dead_letter_topic(service)) as (kafka, tp, start, end):
         letters = await _read(kafka, tp, offset, offset + 1) if start <= offset < end else []
     if not letters or letters[0].offset != offset:
-        held = f"its letters are at {start} to {end - 1}" if end > start else "it is empty"
+        # Offsets in that range without a letter are the transactions' commit markers.
+        held = (
+            f"its letters are between offsets {start} and {end - 1} (`engram dlq list` names "
+            "them; the offsets between are transaction markers)"
+            if end > start
+            else "it is empty"
+        )
         raise OperateError(f"{tp.topic} holds no letter at offset {offset}: {held}")
     body = letters[0].body
     source = body.get("topic")

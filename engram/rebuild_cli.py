@@ -60,10 +60,10 @@ def replay(
     from services.projector.swap import swap as run_swap
 
     if not org:
-        console.print("[red]--org: an org id, or a pattern of them (leave it out for all)[/red]")
+        err.print("[red]--org: an org id, or a pattern of them (leave it out for all)[/red]")
         raise typer.Exit(2)
     if swap and org != "%":
-        console.print("[red]--swap needs the whole log: leave --org out[/red]")
+        err.print("[red]--swap needs the whole log: leave --org out[/red]")
         raise typer.Exit(2)
     common = ready_settings()
     master = MasterKey(load_master_key(common))
@@ -73,7 +73,7 @@ def replay(
         try:
             shadow = await recreate_database(common.database_url, into)
         except ShadowError as exc:
-            console.print(f"[red]error: {exc}[/red]")
+            err.print(f"[red]error: {exc}[/red]")
             return 2
         report = await run_replay(
             common.database_url,
@@ -109,7 +109,7 @@ def replay(
                 progress=_progress,
             )
         except SwapError as exc:
-            console.print(f"[red]swap failed: {exc}[/red]")
+            err.print(f"[red]swap failed: {exc}[/red]")
             return 1
         console.print(
             f"swapped {sum(swapped.rows.values())} rows in {len(swapped.rows)} tables "
@@ -176,12 +176,17 @@ def _reindex_summary(result: ReindexProgress | None) -> int:
     if result is None:
         console.print("embeddings are off (MEMORY_EMBEDDING_PROVIDER): nothing to embed")
         return 0
-    counts = f"{result.embedded} embedded, {result.dropped} dropped, {result.total} to do"
+    done = f"{result.embedded} embedded, {result.dropped} dropped"
     if result.stopped is not None:
-        console.print(f"{result.model}: stopped ({result.stopped}); {counts}; run it again later")
+        left = max(result.total - result.embedded - result.dropped, 0)
+        console.print(
+            f"{result.model}: stopped ({result.stopped}); {done} of {result.total}, "
+            f"{left} left; run it again later"
+        )
         return 1
     if result.total == 0:
         console.print(f"{result.model}: every active item has a current vector")
         return 0
-    console.print(f"{result.model}: done, {counts}")
+    # QA: "done, 33 embedded, 0 dropped, 33 to do" read as 33 still to do.
+    console.print(f"{result.model}: done, {done} of the {result.total} lacking one")
     return 0

@@ -68,7 +68,11 @@ def load_settings(model: type[S]) -> S:
 
 
 def settings_problem(model: type[BaseSettings], exc: ValidationError) -> str:
-    wrong = [f"{_variable(model, e['loc'])}: {e['msg']}" for e in exc.errors()]
+    wrong = []
+    for e in exc.errors():
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        # A check of several variables together has no field: its message names them.
+        wrong.append(f"{_variable(model, e['loc'])}: {msg}" if e["loc"] else msg)
     return "invalid settings: " + "; ".join(wrong)
 
 

@@ -101,6 +101,8 @@ def test_a_swap_of_one_orgs_replay_is_refused(stack_settings: dict[str, str]) ->
     result = CliRunner().invoke(app, ["replay", "--org", "acme", "--swap"])
     assert result.exit_code == 2
     assert "--swap needs the whole log" in result.output
+    empty = CliRunner().invoke(app, ["replay", "--org", ""])  # QA: replayed nothing, "match"
+    assert empty.exit_code == 2 and "--org" in empty.output
 
 
 async def test_a_shadow_of_one_org_is_never_swapped_in(stack_settings: dict[str, str]) -> None:

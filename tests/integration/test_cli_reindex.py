@@ -68,7 +68,7 @@ def test_reindex_embeds_an_orgs_active_items_once_and_says_when_embeddings_are_o
 ) -> None:
     first = engram("reindex", "--org", org, provider="local")
     assert first.returncode == 0, first.stderr
-    assert f"{LOCAL_MODEL}: done, 2 embedded, 0 dropped, 2 to do" in first.stdout
+    assert f"{LOCAL_MODEL}: done, 2 embedded, 0 dropped of the 2 lacking one" in first.stdout
     rows = sql(stack_settings["DATABASE_URL"],
                "SELECT item_id, model FROM indexer.vectors WHERE org = $1 ORDER BY 1", org)
     assert [(r["item_id"], r["model"]) for r in rows] == [

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from engram.crypto import load_master_key
 from engram.demo import run_demo
+from engram.embeddings.settings import EmbeddingSettings
 from engram.service import StartupRefused, load_settings, unreachable
 from engram.settings import CommonSettings
 from services.command.settings import CommandSettings
@@ -30,6 +31,19 @@ def test_a_bad_setting_names_its_variable_and_never_its_value(
     with pytest.raises(StartupRefused) as refused:
         load_settings(CommonSettings)
     assert "secret-looking-value" not in str(refused.value)
+
+
+def test_a_check_of_several_variables_is_its_own_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QA: a check over the whole model (no field of its own) read ": Value error, ..."."""
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "openai")
+    monkeypatch.delenv("MEMORY_EMBEDDING_URL", raising=False)
+    with pytest.raises(StartupRefused) as refused:
+        load_settings(EmbeddingSettings)
+    assert str(refused.value).startswith(
+        "invalid settings: MEMORY_EMBEDDING_PROVIDER=openai needs MEMORY_EMBEDDING_URL"
+    )
 
 
 def test_a_good_environment_loads(monkeypatch: pytest.MonkeyPatch) -> None:
