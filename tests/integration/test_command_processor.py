@@ -179,6 +179,23 @@ class GatedFailingWriter(GatedWriter):
         return Cleanup()
 
 
+class BrokenByOneWriter(GatedWriter):
+    """A writer that breaks, with no transaction's fault, on any batch holding a poison
+    command: a reply it cannot encode, say. It logs what it decides and what it refuses."""
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        values = _values(records)
+        self._log["batches"].append((self.partition, values))
+        if any(b"poison" in v for v in values):
+            raise ValueError("surrogates not allowed")
+        self._log["decided"] += values
+        return Cleanup()
+
+    async def refuse(self, item: Any, why: str) -> Cleanup:
+        self._log["refused"].append((_values([item])[0], why))
+        return Cleanup()
+
+
 def _values(records: list[Any]) -> list[bytes]:
     """A Kafka record's value; a handed-over command's id."""
     return [
@@ -380,3 +397,45 @@ async def test_a_handed_over_command_dropped_by_a_failed_writer_fails_with_not_a
 async def _worker_ready(processor: CommandProcessor, partition: int) -> bool:
     worker = processor.workers.get(partition)
     return worker is not None and not worker.recovering
+
+
+async def test_a_command_that_breaks_the_writer_is_refused_alone_and_the_rest_are_decided(
+    stack_settings: dict[str, str], commands_topic: str
+) -> None:
+    """QA: a fault that is no transaction's (a reply that could not be encoded) stopped the
+    service, and the restarted one stopped on the same record, for good."""
+    log: dict[str, Any] = {"starts": [], "batches": [], "decided": [], "refused": []}
+    gate = asyncio.Event()
+    gate.set()
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: BrokenByOneWriter(p, log, gate), commands_topic
+    )
+    try:
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        tag = uuid.uuid4().hex[:8]
+        markers = [f"good-{n}-{tag}" for n in range(3)]
+        markers.insert(1, f"poison-{tag}")
+        await send_commands(
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, markers), commands_topic
+        )
+
+        async def settled() -> bool:
+            return len(log["refused"]) == 1 and sum(tag.encode() in v for v in log["decided"]) == 3
+
+        await eventually(settled, deadline=60, what="the good decided, the poison refused")
+        [(refused, why)] = log["refused"]
+        assert b"poison" in refused and why == "ValueError: surrogates not allowed"
+        assert processor.workers[partition].failed is None and processor.stuck == []
+        # Each command alone, on a fresh writer: the starts beyond the first are restores.
+        assert log["starts"].count(partition) >= 4
+        later = f"later-{tag}"
+        await send_commands(
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [later]), commands_topic
+        )
+        async def next_decided() -> bool:
+            return any(later.encode() in v for v in log["decided"])
+
+        await eventually(next_decided, deadline=30, what="the next command decided")
+    finally:
+        await _stop(run, pool)

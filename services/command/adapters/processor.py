@@ -172,18 +172,56 @@ class PartitionWorker:
                 try:
                     cleanup = await self.writer.process(batch)
                 except KafkaError as exc:
-                    self.failures += 1
-                    log.error(
-                        "transaction_failed",
-                        partition=self.tp.partition,
-                        in_a_row=self.failures,
-                        error=str(exc),
-                    )
-                    await self._recover()
+                    await self._failed(exc)
+                    continue
+                except Exception:  # a fault that is no transaction's: find its command
+                    log.exception("batch_not_decidable", partition=self.tp.partition)
+                    await self._isolate(batch)
                     continue
                 self.failures = 0
                 self._processor.processed += len(batch)
                 await self._processor.clean(cleanup)
+
+    async def _failed(self, exc: KafkaError) -> None:
+        self.failures += 1
+        log.error(
+            "transaction_failed",
+            partition=self.tp.partition,
+            in_a_row=self.failures,
+            error=str(exc),
+        )
+        await self._recover()
+
+    async def _isolate(self, batch: list[Queued]) -> None:
+        """Decide a batch that broke the writer one command at a time, each with a
+        freshly restored writer (the failed one's memory may be ahead of the log): a
+        command that breaks it alone is refused undecided and dead-lettered, and the rest
+        go on (QA: a reply that could not be encoded stopped the service, and the restarted
+        one on the same record). Commands queued meanwhile wait behind the batch."""
+        for item in batch:
+            try:
+                await self._fresh_writer()
+                try:
+                    cleanup = await self.writer.process([item])
+                except KafkaError:
+                    raise
+                except Exception as exc:
+                    log.exception("command_not_decidable", partition=self.tp.partition)
+                    await self._fresh_writer()
+                    cleanup = await self.writer.refuse(item, f"{type(exc).__name__}: {exc}")
+                    await self._processor.clean(cleanup)
+                    continue
+            except KafkaError as exc:  # the transaction's fault after all: read them again
+                await self._failed(exc)
+                return
+            self._processor.processed += 1
+            await self._processor.clean(cleanup)
+        self.failures = 0
+
+    async def _fresh_writer(self) -> None:
+        await self.writer.stop()
+        self.writer = self._processor.make_writer(self.tp.partition)
+        await self.writer.start()
 
     def _maybe_resume(self) -> None:
         if self._paused and len(self._queue) <= self._processor.max_batch and not self._closing:
@@ -194,9 +232,7 @@ class PartitionWorker:
         self._recovering = True
         self._drop_queue("the partition's writer is recovering")
         self._kafka.pause(self.tp)
-        await self.writer.stop()
-        self.writer = self._processor.make_writer(self.tp.partition)
-        await self.writer.start()
+        await self._fresh_writer()
         committed = await self._kafka.committed(self.tp)
         self._kafka.seek(self.tp, committed or 0)  # put() dropped what came meanwhile
         self._recovering = self._paused = False

@@ -281,16 +281,50 @@ class PartitionWriter:
         )
         return envelope.event_id
 
+    async def refuse(self, item: Queued, why: str) -> Cleanup:
+        """Refuse, undecided, a command that broke the writer alone: a handed-over one fails
+        (its gateway publishes it, and it comes back as a record); a record is dead-lettered,
+        answered ``not_decidable`` when a reply can be made of it, and consumed. Returns
+        its key to discard (the gateway made it; nothing kept is sealed under it)."""
+        d = decode(item)
+        if d.submitted is not None:
+            d.submitted.fail(f"not decidable: {why}")
+            return Cleanup()
+        assert d.record is not None
+        reply: CommandReply | None = None
+        if d.envelope is not None:
+            reply = refused(d.envelope, NotDecidable(why))
+        elif d.named is not None:
+            reply = poisoned(*d.named, why)
+        try:
+            value = reply.model_dump_json().encode() if reply is not None else None
+        except Exception:  # whatever broke the writer may break its reply too
+            value = None
+        tp = TopicPartition(topics.COMMANDS, self.partition)
+        async with self._producer.transaction():
+            if not d.marker:
+                await self._dead_letter(d.record, f"not decidable: {why}")
+            if reply is not None and value is not None:
+                await self._send_reply(reply.command_id, value)
+            await self._producer.send_offsets_to_transaction(
+                {tp: d.record.offset + 1}, self._group_id
+            )
+        env = d.envelope
+        return Cleanup(discard=[new_item_id(env.stream_id, env.command_id)] if env else [])
+
     async def _reply(self, d: Decoded, reply: CommandReply) -> None:
         if d.submitted is not None:  # answered in process, once the transaction commits
             self._answers.append((d.submitted, reply))
             return
+        await self._send_reply(reply.command_id, reply.model_dump_json().encode())
+
+    async def _send_reply(self, command_id: str, value: bytes) -> None:
         # Reply readers scan every reply partition, so any one will do: ours avoids
         # hashing each command id.
         await self._producer.send(
             topics.REPLIES,
-            reply.model_dump_json().encode(),
-            key=reply.command_id.encode(),
+            value,
+            key=command_id.encode(),
             partition=self.partition % self._reply_partitions,
         )
 

@@ -1,0 +1,88 @@
+"""A command that breaks the writer alone (a fault no rule names) is refused undecided:
+dead-lettered, answered ``not_decidable`` when a reply can be made of it, and consumed,
+all in one transaction; a handed-over one fails, so its gateway publishes it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiokafka import ConsumerRecord
+
+from contracts import topics
+from contracts.envelope import CommandEnvelope
+from services.command.adapters.batch import NotApplied, Submitted
+from services.command.adapters.writer import PartitionWriter
+from services.command.context import new_item_id
+
+ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
+            "stream_id": "acme/member:ana", "payload": {"content": "x"}}
+
+
+class Producer:
+    """What one transaction sent, and the offsets it consumed."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+        self.offsets: list[dict[Any, int]] = []
+        self.committed = 0
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        yield
+        self.committed += 1
+
+    async def send(self, topic: str, value: bytes, key: bytes | None = None,
+                   partition: int | None = None) -> None:
+        self.sent.append((topic, value))
+
+    async def send_offsets_to_transaction(self, offsets: dict[Any, int], group: str) -> None:
+        self.offsets.append(offsets)
+
+
+def writer() -> tuple[PartitionWriter, Producer]:
+    w = PartitionWriter(0, "127.0.0.1:9", "test", None, None, None,  # type: ignore[arg-type]
+                        partitions=1, reply_partitions=1)
+    producer = Producer()
+    w._producer = producer  # type: ignore[assignment]
+    return w, producer
+
+
+def record(value: bytes) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=41, timestamp=0,
+                          timestamp_type=1, key=b"acme/member:ana", value=value,
+                          checksum=None, serialized_key_size=15,
+                          serialized_value_size=len(value), headers=[])
+
+
+async def test_a_record_is_dead_lettered_answered_and_consumed_in_one_transaction() -> None:
+    w, producer = writer()
+    cleanup = await w.refuse(record(json.dumps(ENVELOPE).encode()), "ValueError: boom")
+    assert producer.committed == 1
+    letters = topics.dead_letter_topic("command")
+    assert [topic for topic, _ in producer.sent] == [letters, topics.REPLIES]
+    reply = json.loads(producer.sent[1][1])
+    assert (reply["ok"], reply["rejection"]["code"]) == (False, "not_decidable")
+    assert "ValueError: boom" in reply["rejection"]["detail"]
+    assert [list(o.values()) for o in producer.offsets] == [[42]]
+    assert cleanup.discard == [new_item_id("acme/member:ana", "cmd-00000001")]
+
+
+async def test_a_record_no_reply_can_be_made_of_is_dead_lettered_and_consumed() -> None:
+    w, producer = writer()
+    await w.refuse(record(b"\xff not json"), "ValueError: boom")
+    assert [topic for topic, _ in producer.sent] == [topics.dead_letter_topic("command")]
+    assert [list(o.values()) for o in producer.offsets] == [[42]]
+
+
+async def test_a_handed_over_command_fails_so_its_gateway_publishes_it() -> None:
+    w, producer = writer()
+    answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    await w.refuse(Submitted(CommandEnvelope.model_validate(ENVELOPE), answer), "boom")
+    with pytest.raises(NotApplied, match="not decidable: boom"):
+        await answer
+    assert producer.sent == [] and producer.committed == 0
