@@ -427,8 +427,8 @@ async def test_a_command_that_breaks_the_writer_is_refused_alone_and_the_rest_ar
         [(refused, why)] = log["refused"]
         assert b"poison" in refused and why == "ValueError: surrogates not allowed"
         assert processor.workers[partition].failed is None and processor.stuck == []
-        # Each command alone, on a fresh writer: the starts beyond the first are restores.
-        assert log["starts"].count(partition) >= 4
+        # A fresh writer for the batch taken alone, and another after the poison broke it.
+        assert log["starts"].count(partition) >= 3
         later = f"later-{tag}"
         await send_commands(
             stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [later]), commands_topic

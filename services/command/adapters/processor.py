@@ -193,14 +193,20 @@ class PartitionWorker:
         await self._recover()
 
     async def _isolate(self, batch: list[Queued]) -> None:
-        """Decide a batch that broke the writer one command at a time, each with a
-        freshly restored writer (the failed one's memory may be ahead of the log): a
-        command that breaks it alone is refused undecided and dead-lettered, and the rest
-        go on (QA: a reply that could not be encoded stopped the service, and the restarted
-        one on the same record). Commands queued meanwhile wait behind the batch."""
-        for item in batch:
+        """Decide a batch that broke the writer one command at a time: on a freshly
+        restored writer (the failed one's memory may be ahead of the log), each command
+        in its own transaction, and a command that breaks it alone is refused undecided
+        and dead-lettered (on another fresh writer) while the rest go on (QA: a reply that
+        could not be encoded stopped the service, and the restarted one on the same
+        record). Commands queued meanwhile wait behind the batch."""
+        await self._fresh_writer()
+        for n, item in enumerate(batch):
+            if self._closing:  # revoked: the next owner reads the records again
+                for rest in batch[n:]:
+                    if isinstance(rest, Submitted):
+                        rest.fail("the partition was revoked")
+                return
             try:
-                await self._fresh_writer()
                 try:
                     cleanup = await self.writer.process([item])
                 except KafkaError:
@@ -209,12 +215,11 @@ class PartitionWorker:
                     log.exception("command_not_decidable", partition=self.tp.partition)
                     await self._fresh_writer()
                     cleanup = await self.writer.refuse(item, f"{type(exc).__name__}: {exc}")
-                    await self._processor.clean(cleanup)
-                    continue
+                else:
+                    self._processor.processed += 1
             except KafkaError as exc:  # the transaction's fault after all: read them again
                 await self._failed(exc)
                 return
-            self._processor.processed += 1
             await self._processor.clean(cleanup)
         self.failures = 0
 
