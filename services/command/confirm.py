@@ -9,10 +9,11 @@ import re
 # "kept" or "corrected" in a message say nothing of saving (QA: "Updates for all later").
 INTENT = re.compile(r"\b(remember|save|keep|update|correct)\b", re.IGNORECASE)
 # A negation a few words before one of them: "don't", "do not", any "-n't" ("shouldn't",
-# "can't", "won't"), and the same without an apostrophe; "never", "not", "cannot", "stop".
+# "can't", "won't"), and the same without an apostrophe; "never", "not", "cannot", "stop";
+# but "don't forget to save" asks to save.
 NEGATION = re.compile(
     r"\b(\w+n't|(do|does|did|ca|can|could|should|would|wo|must|need|is|are|was|were)nt|"
-    r"do not|cannot|never|not|no need to|stop)(\W+\w+){0,3}?\W+"
+    r"do not|cannot|never|not|no need to|stop)(?!\W+forget\b)(\W+\w+){0,3}?\W+"
     r"(remember|save|keep|update|correct)\w*\b",
     re.IGNORECASE,
 )

@@ -30,6 +30,8 @@ from services.command.confirm import user_asked_to_save
         ("Please remember \u2019cause I like tea", "I like tea", False, True),
         ("Updates for all later: the offsite is in Porto", "the offsite is in Porto", True, False),
         ("I kept a note: I like tea", "I like tea", False, False),
+        ("Don\u2019t forget to save this: I like tea", "I like tea", False, True),
+        ("never forget to remember that I like tea", "I like tea", False, True),
     ],
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:
