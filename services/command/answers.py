@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession, PromoteSession
 from contracts.envelope import CommandEnvelope, CommandReply
-from contracts.events import Event, MemoryForgotten, MemoryStatusChanged
+from contracts.events import Event, MemoryForgotten, MemoryStatusChanged, RevisionsPruned
 from engram.crypto import SENSITIVE_FIELDS, MasterKey
 from services.command.context import Context
 from services.command.errors import DomainError, IdempotencyKeyReused, InvalidCommand
@@ -116,7 +116,9 @@ def _changed(
     cmd: Command, state: StreamState, command_id: str, events: list[Event], ctx: Context
 ) -> dict[str, Any]:
     if isinstance(cmd, PromoteSession | ForkSession):  # not the memories they archived
-        written = dict.fromkeys(e.item_id for e in events if not isinstance(e, MemoryStatusChanged))
+        written = dict.fromkeys(
+            e.item_id for e in events if not isinstance(e, MemoryStatusChanged | RevisionsPruned)
+        )
         # The state keeps a key's hash only: each copied key's holder now is what it wrote.
         keys = {
             holder.item_id: c.key

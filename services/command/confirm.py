@@ -17,10 +17,10 @@ NEGATION = re.compile(
     r"(remember|save|keep|update|correct)\w*\b",
     re.IGNORECASE,
 )
-# Typed apostrophes (U+2019 as phones and Macs type it, U+2018, the modifier letter U+02BC, a
-# full-width one, a prime, a backtick) read as "'" (QA: "Don\u2019t remember..." with U+2019
-# saved a confirmed fact).
-APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032`", "'"))
+# Typed apostrophes (U+2019 as phones and Macs type it, U+2018, the modifier letter U+02BC,
+# a full-width one, a prime, an acute accent, a backtick) read as "'" (QA: "Don\u2019t
+# remember..." with U+2019 saved a confirmed fact).
+APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`", "'"))
 EVERYONE = re.compile(r"\b(all|every\w*|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")
 STOPWORDS = frozenset(
@@ -44,7 +44,9 @@ def content_in_message(content: str, message: str) -> bool:
 def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bool:
     if not message:
         return False
-    message = message.translate(APOSTROPHES)
+    # Both sides alike (QA: "Remember that Ana\u2019s colour is blue" no longer held
+    # "Ana\u2019s colour is blue" once only the message read its apostrophe as "'").
+    message, content = message.translate(APOSTROPHES), content.translate(APOSTROPHES)
     if not INTENT.search(message):
         return False
     # A negated intent anywhere ("don't remember") withdraws the request.

@@ -199,6 +199,12 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
     after = state.items[event.item_id].status if event.item_id in state.items else None
     if touches_active(before, after) and not isinstance(event, NEUTRAL):
         state.generation += 1
+    if isinstance(event, RevisionsPruned) and command_id in state.results:
+        # Retention's, after the command's own events: its answer names the memory of its
+        # last own event still (QA: a keyed save of another kind answered with the memory
+        # it archived, a confirm and a promotion too).
+        state.results[command_id].update(seq=seq, generation=state.generation)
+        return
     item = state.items[event.item_id]
     # Several events of one command: the answer is the state after the last, with the
     # stream's version and generation then and the memories it forgot (its receipt).

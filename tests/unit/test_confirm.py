@@ -31,6 +31,9 @@ from services.command.confirm import user_asked_to_save
         ("Updates for all later: the offsite is in Porto", "the offsite is in Porto", True, False),
         ("I kept a note: I like tea", "I like tea", False, False),
         ("Don\u2019t forget to save this: I like tea", "I like tea", False, True),
+        ("Remember that Ana\u2019s colour is blue", "Ana\u2019s colour is blue", False, True),
+        ("Please remember: we\u2019re flying on Friday", "We're flying on Friday", False, True),
+        ("Don\u00b4t remember that my PIN is 1234", "my PIN is 1234", False, False),
         ("never forget to remember that I like tea", "I like tea", False, True),
     ],
 )

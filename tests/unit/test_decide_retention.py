@@ -62,3 +62,22 @@ def test_a_pruned_revisions_text_still_refuses_a_resave_after_a_forget() -> None
     run(state, c.ForgetMemory(item_id=saved.item_id), keep1)
     with pytest.raises(Conflict, match="forgotten before"):
         run(state, c.RememberMemory(content="the old budget"), keep1)
+
+
+def test_retention_after_a_commands_own_events_leaves_its_answer_on_its_memory() -> None:
+    """QA: with keep_revisions, a keyed save of another kind answered with the memory it
+    archived (whose pruned revisions came last), not the new one."""
+    state, keep1 = StreamState("s"), make_context(keep_revisions=1)
+    [held] = run(state, c.RememberMemory(content="Trip is in May.", key="trip"), keep1)
+    run(state, c.RememberMemory(content="Trip is in June.", key="trip"), keep1)
+    cmd = c.RememberMemory(content="Trip decision: July.", key="trip", kind="decision")
+    events = decide(state, cmd, keep1)
+    assert isinstance(events[-1], RevisionsPruned) and events[-1].item_id == held.item_id
+    for event in events:
+        evolve(state, state.seq + 1, "cmd-july", event)
+    new = events[1].item_id
+    assert new != held.item_id
+    assert state.results["cmd-july"] == {
+        "item_id": new, "revision": 1, "status": "active", "seq": state.seq,
+        "generation": state.generation,
+    }
