@@ -52,8 +52,10 @@ def proposal_path(proposal_id: str, action: str) -> str:
 def _path(collection: str, value: str, field: str, what: str, action: str) -> str:
     # "." and ".." stay as they are when escaped, and an HTTP client resolves them (QA:
     # "." read the list of memories, "../memories/<id>/disable" disabled one).
-    if not value or len(value) > MAX_ID or value in (".", ".."):
-        raise ToolError(f"{field}: {what}, 1 to {MAX_ID} characters, not '.' or '..'")
+    # And no "/": the services decode an escaped one before they route (QA: "<id>/revisions"
+    # read the memory's revisions). No memory or proposal id holds one.
+    if not value or len(value) > MAX_ID or value in (".", "..") or "/" in value:
+        raise ToolError(f"{field}: {what}, 1 to {MAX_ID} characters, no '/', not '.' or '..'")
     return f"{collection}/{quote(value, safe='')}" + (f"/{action}" if action else "")
 
 

@@ -62,8 +62,26 @@ def poisoned(command_id: str, stream_id: str, why: str) -> CommandReply:
         command_id=command_id,
         ok=False,
         stream_id=stream_id,
-        rejection=InvalidCommand(f"{why} (the record is on engram.dlq.command)").rejection(),
+        rejection=InvalidCommand(
+            f"{why[:MAX_WHY_SHOWN]} (the record is on engram.dlq.command)"
+        ).rejection(),
     )
+
+
+# A reply on engram.replies stays well under the broker's 1 MiB a record: a refusal whose
+# details would pass this is sent without them (a decided command's answer is bounded by
+# its receipts and copies, 1,000 each).
+MAX_REPLY_BYTES = 256 * 1024
+
+
+def fitted(reply: CommandReply, value: bytes) -> bytes:
+    """The reply's JSON as the reply topic takes it (``value``, or a refusal trimmed)."""
+    if len(value) <= MAX_REPLY_BYTES or reply.rejection is None:
+        return value
+    r = reply.rejection
+    note = f"{r.detail[:MAX_WHY_SHOWN]} (its details, {len(value)} bytes, were left out)"
+    trimmed = r.model_copy(update={"detail": note, "extra": {}})
+    return reply.model_copy(update={"rejection": trimmed}).model_dump_json().encode()
 
 
 def refused(env: CommandEnvelope, exc: DomainError) -> CommandReply:
@@ -157,5 +175,28 @@ def forget_receipt(erased: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# A validation error lists at most this many errors, each field name cut to this length:
+# a rejection must fit the reply topic's records (QA: 32,000 unknown fields made a reply of
+# 1.2 MB, which the broker refused, and the partition retried it for good).
+MAX_ERRORS_LISTED = 20
+MAX_NAME_SHOWN = 100
+MAX_WHY_SHOWN = 2_000
+
+
 def json_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    errors = exc.errors()
+    listed = [
+        {"loc": [shown(part) for part in e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in errors[:MAX_ERRORS_LISTED]
+    ]
+    if len(errors) > MAX_ERRORS_LISTED:
+        more = len(errors) - MAX_ERRORS_LISTED
+        listed.append({"loc": [], "msg": f"and {more} more errors", "type": "more_errors"})
+    return listed
+
+
+def shown(part: int | str) -> int | str:
+    """A field name or index as an error names it: a long name cut short."""
+    if isinstance(part, str) and len(part) > MAX_NAME_SHOWN:
+        return part[:MAX_NAME_SHOWN] + "..."
+    return part

@@ -9,7 +9,9 @@ import json
 from aiokafka import ConsumerRecord
 
 from contracts import topics
+from contracts.envelope import CommandReply, Rejection
 from services.command.adapters.batch import decode
+from services.command.answers import fitted, poisoned
 
 ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
             "stream_id": "acme/member:ana", "payload": {"content": "x"}}
@@ -57,3 +59,30 @@ def test_a_poison_is_answered_only_under_ids_a_reply_can_carry() -> None:
         assert decoded.envelope is None and decoded.poison is not None
         assert decoded.named is None
     assert "stream_id" in (decode(record(huge)).poison or "")
+
+
+def test_a_poison_with_thousands_of_errors_gets_a_reply_the_broker_takes() -> None:
+    """QA: 32,000 unknown fields, each one error named in the reason, made a reply of
+    1.2 MB: the broker refused it and the partition retried it for good."""
+    fields = {f"{n:05}": 0 for n in range(32_000)}
+    long_name = {"x" * 200_000: 0}
+    for extra in (fields, long_name):
+        decoded = decode(record(json.dumps({**ENVELOPE, **extra}).encode()))
+        assert decoded.named == ("cmd-00000001", "acme/member:ana") and decoded.poison
+        reply = poisoned(*decoded.named, decoded.poison).model_dump_json()
+        assert len(reply) < 8_000, len(reply)
+    many = decode(record(json.dumps({**ENVELOPE, **fields}).encode()))
+    assert "and 31980 more errors" in (many.poison or "")
+
+
+def test_a_refusal_too_large_for_the_reply_topic_is_sent_without_its_details() -> None:
+    reply = CommandReply(command_id="cmd-00000001", ok=False, stream_id="acme/member:ana",
+                         rejection=Rejection(code="invalid", status=422, title="Invalid",
+                                             detail="bad", extra={"errors": ["e" * 400_000]}))
+    sent = fitted(reply, reply.model_dump_json().encode())
+    assert len(sent) < 4_000
+    body = json.loads(sent)
+    assert body["rejection"]["extra"] == {} and "were left out" in body["rejection"]["detail"]
+    small = reply.model_copy(update={"rejection": reply.rejection and reply.rejection.model_copy(
+        update={"extra": {}})})
+    assert fitted(small, small.model_dump_json().encode()) == small.model_dump_json().encode()

@@ -58,9 +58,10 @@ def text(result: CallToolResult) -> str:
 def test_a_memory_id_is_one_escaped_segment_of_its_path() -> None:
     assert memory_path("0f8e-1") == "/v1/memories/0f8e-1"
     assert memory_path("0f8e-1", "links") == "/v1/memories/0f8e-1/links"
-    assert memory_path("../../v1/policy") == "/v1/memories/..%2F..%2Fv1%2Fpolicy"
     assert memory_path("a?x=1", "pin") == "/v1/memories/a%3Fx%3D1/pin"
-    for bad in ("", "x" * 65, ".", ".."):  # an HTTP client resolves "." and ".." segments
+    # An HTTP client resolves "." and ".." segments, and the services route on the path with
+    # "%2F" decoded: "<id>/revisions" read the revisions.
+    for bad in ("", "x" * 65, ".", "..", "../../v1/policy", "m-1/revisions", "./"):
         with pytest.raises(ToolError, match="1 to 64 characters"):
             memory_path(bad)
 
@@ -68,9 +69,7 @@ def test_a_memory_id_is_one_escaped_segment_of_its_path() -> None:
 def test_a_proposal_id_is_one_escaped_segment_of_its_path() -> None:
     """QA: "../memories/<id>/disable?x=" as a proposal id disabled the memory."""
     assert proposal_path("p-1", "withdraw") == "/v1/proposals/p-1/withdraw"
-    assert proposal_path("../memories/m/disable?x=", "withdraw") == (
-        "/v1/proposals/..%2Fmemories%2Fm%2Fdisable%3Fx%3D/withdraw"
-    )
-    for bad in ("", ".", ".."):
+    assert proposal_path("p?x=1", "withdraw") == "/v1/proposals/p%3Fx%3D1/withdraw"
+    for bad in ("", ".", "..", "../memories/m/disable?x="):
         with pytest.raises(ToolError, match="proposal_id"):
             proposal_path(bad, "withdraw")

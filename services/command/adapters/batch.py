@@ -23,6 +23,7 @@ from contracts.envelope import (
 )
 from engram.crypto import KeyMissingError, MasterKey, open_payload, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
+from services.command.answers import json_errors
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
 
@@ -95,7 +96,8 @@ def decode(item: Queued) -> Decoded:
         return Decoded(record, envelope=CommandEnvelope.model_validate_json(record.value or b""))
     except ValidationError as exc:
         why = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
+            for e in json_errors(exc)  # bounded: the reason goes into a reply
         )
         return Decoded(record, poison=f"undecodable command envelope: {why}", named=_named(record))
     except Exception as exc:  # whatever a record holds, it stops no partition: poison

@@ -46,6 +46,7 @@ from services.command.answers import (
     accepted,
     answer,
     fingerprint,
+    fitted,
     poisoned,
     refused,
 )
@@ -297,7 +298,7 @@ class PartitionWriter:
         elif d.named is not None:
             reply = poisoned(*d.named, why)
         try:
-            value = reply.model_dump_json().encode() if reply is not None else None
+            value = fitted(reply, reply.model_dump_json().encode()) if reply is not None else None
         except Exception:  # whatever broke the writer may break its reply too
             value = None
         tp = TopicPartition(topics.COMMANDS, self.partition)
@@ -316,7 +317,7 @@ class PartitionWriter:
         if d.submitted is not None:  # answered in process, once the transaction commits
             self._answers.append((d.submitted, reply))
             return
-        await self._send_reply(reply.command_id, reply.model_dump_json().encode())
+        await self._send_reply(reply.command_id, fitted(reply, reply.model_dump_json().encode()))
 
     async def _send_reply(self, command_id: str, value: bytes) -> None:
         # Reply readers scan every reply partition, so any one will do: ours avoids
