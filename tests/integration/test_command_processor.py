@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from contracts import topics
-from contracts.envelope import CommandEnvelope
+from contracts.envelope import CommandEnvelope, CommandReply
 from engram.settings import CommonSettings
 from services.command.adapters.batch import Cleanup, NotApplied, Submitted
 from services.command.adapters.processor import CommandProcessor
@@ -194,6 +194,23 @@ class BrokenByOneWriter(GatedWriter):
     async def refuse(self, item: Any, why: str) -> Cleanup:
         self._log["refused"].append((_values([item])[0], why))
         return Cleanup()
+
+
+class GatedBrokenByOneWriter(BrokenByOneWriter):
+    """Its first batch waits for the test's signal; a handed-over command it decides is
+    answered, as the real writer answers one once its transaction commits."""
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        if not self._log["batches"]:
+            self._log["batches"].append((self.partition, _values(records)))
+            await self._gate.wait()
+            return Cleanup()
+        cleanup = await super().process(records)
+        for r in records:
+            if isinstance(r, Submitted) and not r.answer.done():
+                r.answer.set_result(CommandReply(command_id=r.envelope.command_id, ok=True,
+                                                 stream_id=r.envelope.stream_id))
+        return cleanup
 
 
 def _values(records: list[Any]) -> list[bytes]:
@@ -439,3 +456,41 @@ async def test_a_command_that_breaks_the_writer_is_refused_alone_and_the_rest_ar
         await eventually(next_decided, deadline=30, what="the next command decided")
     finally:
         await _stop(run, pool)
+
+
+async def test_a_handed_over_command_beside_a_breaking_one_gets_its_own_answer(
+    stack_settings: dict[str, str], commands_topic: str
+) -> None:
+    """QA: the batch's failure failed every handed-over command, whose gateways published
+    them again, while the batch taken apart decided them too: each caller got a repeat's
+    answer (200, duplicate) to a command sent once."""
+    log: dict[str, Any] = {"starts": [], "batches": [], "decided": [], "refused": []}
+    gate = asyncio.Event()
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: GatedBrokenByOneWriter(p, log, gate), commands_topic
+    )
+    try:
+        bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        tag = uuid.uuid4().hex[:8]
+        await send_commands(bootstrap, _commands(stream, [f"first-{tag}"]), commands_topic)
+        await eventually(lambda: _batches(log, partition, 1), deadline=30, what="the first batch")
+        await send_commands(bootstrap, _commands(stream, [f"poison-{tag}"]), commands_topic)
+        worker = processor.workers[partition]
+        await eventually(lambda: _queued(worker, 1), deadline=30, what="the poison queued")
+        [handed] = _commands(stream, [f"handed-{tag}"])
+        answer = processor.submit(handed)
+        assert answer is not None
+        gate.set()  # the next batch holds both, and breaks
+        reply = await asyncio.wait_for(answer, 30)
+        assert reply.ok and reply.command_id == handed.command_id  # its own, not NotApplied
+        await eventually(lambda: _refused(log, 1), deadline=30, what="the poison refused")
+        assert [b"poison" in v for v, _ in log["refused"]] == [True]
+    finally:
+        gate.set()
+        await _stop(run, pool)
+
+
+async def _refused(log: dict[str, Any], n: int) -> bool:
+    return len(log["refused"]) >= n

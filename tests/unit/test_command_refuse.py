@@ -86,3 +86,22 @@ async def test_a_handed_over_command_fails_so_its_gateway_publishes_it() -> None
     with pytest.raises(NotApplied, match="not decidable: boom"):
         await answer
     assert producer.sent == [] and producer.committed == 0
+
+
+@pytest.mark.parametrize(("fault", "fails"), [(ValueError("a bug"), False),
+                                              (OSError("connection reset"), True)])
+async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alone(
+        fault: Exception, fails: bool) -> None:
+    """A fault of the moment fails them (their gateway publishes them, the batch is read
+    again); a fault of the batch's own leaves them to the worker, which decides each
+    alone and answers it (QA: they were published again too, and answered as repeats)."""
+    w, _ = writer()
+
+    async def broken(stream_ids: object) -> None:
+        raise fault
+
+    w._load = broken  # type: ignore[method-assign]
+    answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    with pytest.raises(type(fault)):
+        await w.process([Submitted(CommandEnvelope.model_validate(ENVELOPE), answer)])
+    assert answer.done() is fails

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeGuard
 
+import asyncpg
 from aiokafka import ConsumerRecord
+from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from contracts import topics
@@ -26,6 +28,20 @@ from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.answers import json_errors
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
+
+# Faults of the moment (the broker's, the database's, the network's): a batch that meets
+# one is read again, whole; none is ever a command's to be refused for.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    KafkaError,
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.QueryCanceledError,
+    asyncpg.DeadlockDetectedError,
+    asyncpg.SerializationError,
+)
 
 
 @dataclass

@@ -25,14 +25,13 @@ from collections.abc import Callable
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.batch import Cleanup, Queued, Record, Submitted
+from services.command.adapters.batch import TRANSIENT, Cleanup, Queued, Record, Submitted
 from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)
@@ -171,10 +170,10 @@ class PartitionWorker:
                 self._maybe_resume()
                 try:
                     cleanup = await self.writer.process(batch)
-                except KafkaError as exc:
+                except TRANSIENT as exc:
                     await self._failed(exc)
                     continue
-                except Exception:  # a fault that is no transaction's: find its command
+                except Exception:  # a fault of the batch's own: find its command
                     log.exception("batch_not_decidable", partition=self.tp.partition)
                     await self._isolate(batch)
                     continue
@@ -182,7 +181,7 @@ class PartitionWorker:
                 self._processor.processed += len(batch)
                 await self._processor.clean(cleanup)
 
-    async def _failed(self, exc: KafkaError) -> None:
+    async def _failed(self, exc: BaseException) -> None:
         self.failures += 1
         log.error(
             "transaction_failed",
@@ -195,21 +194,21 @@ class PartitionWorker:
     async def _isolate(self, batch: list[Queued]) -> None:
         """Decide a batch that broke the writer one command at a time: on a freshly
         restored writer (the failed one's memory may be ahead of the log), each command
-        in its own transaction, and a command that breaks it alone is refused undecided
-        and dead-lettered (on another fresh writer) while the rest go on (QA: a reply that
-        could not be encoded stopped the service, and the restarted one on the same
-        record). Commands queued meanwhile wait behind the batch."""
-        await self._fresh_writer()
-        for n, item in enumerate(batch):
-            if self._closing:  # revoked: the next owner reads the records again
-                for rest in batch[n:]:
-                    if isinstance(rest, Submitted):
-                        rest.fail("the partition was revoked")
-                return
-            try:
+        in its own transaction (a handed-over one answered as it is decided), and a command
+        that breaks it alone is refused undecided and dead-lettered (on another fresh
+        writer) while the rest go on (QA: a reply that could not be encoded stopped the
+        service, and the restarted one on the same record). Commands queued meanwhile wait
+        behind the batch; a fault of the moment meanwhile has the rest read again."""
+        n = 0
+        try:
+            await self._fresh_writer()
+            for n, item in enumerate(batch):
+                if self._closing:  # revoked: the next owner reads the records again
+                    _fail_handed_over(batch[n:], "the partition was revoked")
+                    return
                 try:
                     cleanup = await self.writer.process([item])
-                except KafkaError:
+                except TRANSIENT:
                     raise
                 except Exception as exc:
                     log.exception("command_not_decidable", partition=self.tp.partition)
@@ -217,10 +216,11 @@ class PartitionWorker:
                     cleanup = await self.writer.refuse(item, f"{type(exc).__name__}: {exc}")
                 else:
                     self._processor.processed += 1
-            except KafkaError as exc:  # the transaction's fault after all: read them again
-                await self._failed(exc)
-                return
-            await self._processor.clean(cleanup)
+                await self._processor.clean(cleanup)
+        except TRANSIENT as exc:
+            _fail_handed_over(batch[n:], f"the batch failed: {exc!r}")
+            await self._failed(exc)
+            return
         self.failures = 0
 
     async def _fresh_writer(self) -> None:
@@ -243,6 +243,13 @@ class PartitionWorker:
         self._recovering = self._paused = False
         if not self._closing:
             self._kafka.resume(self.tp)
+
+
+def _fail_handed_over(items: list[Queued], reason: str) -> None:
+    """Handed-over commands not decided: their gateway publishes them."""
+    for item in items:
+        if isinstance(item, Submitted):
+            item.fail(reason)
 
 
 class CommandProcessor:

@@ -32,6 +32,7 @@ from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.admission import authorise, context_for, repeat_reply
 from services.command.adapters.batch import (
+    TRANSIENT,
     Cleanup,
     Decoded,
     Queued,
@@ -166,9 +167,13 @@ class PartitionWriter:
                     )
                 t3 = time.perf_counter()
         except BaseException as exc:
-            for d in decoded:
-                if d.submitted is not None:
-                    d.submitted.fail(f"the batch failed: {exc!r}")
+            # A fault of the moment, or a stop: the handed-over commands fail, and their
+            # gateway publishes them. Any other fault is the batch's own: the worker decides
+            # it again one command at a time, and each is answered then.
+            if isinstance(exc, TRANSIENT) or not isinstance(exc, Exception):
+                for d in decoded:
+                    if d.submitted is not None:
+                        d.submitted.fail(f"the batch failed: {exc!r}")
             raise
         t4 = time.perf_counter()
         for submitted, reply in self._answers:
