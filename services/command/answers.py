@@ -69,19 +69,43 @@ def poisoned(command_id: str, stream_id: str, why: str) -> CommandReply:
 
 
 # A reply on engram.replies stays well under the broker's 1 MiB a record: a refusal whose
-# details would pass this is sent without them (a decided command's answer is bounded by
-# its receipts and copies, 1,000 each).
+# details would pass this is sent without them, and an answer with lists longer than fit
+# (a clear's receipt names every memory it erased, its events are as many: QA, a clear of
+# 12,000 memories made a reply the broker refused, and the partition retried it for good)
+# keeps their first entries and says how many there were.
 MAX_REPLY_BYTES = 256 * 1024
+_LISTS_KEPT = (1_000, 100, 10)
 
 
 def fitted(reply: CommandReply, value: bytes) -> bytes:
-    """The reply's JSON as the reply topic takes it (``value``, or a refusal trimmed)."""
-    if len(value) <= MAX_REPLY_BYTES or reply.rejection is None:
+    """The reply's JSON as the reply topic takes it: ``value``, or the reply trimmed."""
+    if len(value) <= MAX_REPLY_BYTES:
         return value
-    r = reply.rejection
-    note = f"{r.detail[:MAX_WHY_SHOWN]} (its details, {len(value)} bytes, were left out)"
-    trimmed = r.model_copy(update={"detail": note, "extra": {}})
-    return reply.model_copy(update={"rejection": trimmed}).model_dump_json().encode()
+    if reply.rejection is not None:
+        r = reply.rejection
+        note = f"{r.detail[:MAX_WHY_SHOWN]} (its details, {len(value)} bytes, were left out)"
+        trimmed = r.model_copy(update={"detail": note, "extra": {}})
+        return reply.model_copy(update={"rejection": trimmed}).model_dump_json().encode()
+    for kept in _LISTS_KEPT:
+        value = _with_lists_cut(reply, kept).model_dump_json().encode()
+        if len(value) <= MAX_REPLY_BYTES:
+            break
+    return value
+
+
+def _with_lists_cut(reply: CommandReply, kept: int) -> CommandReply:
+    """The answer with its receipt's ``erased``, its ``copied`` and its ``events`` cut to
+    their first ``kept``, each with its whole count (``erased_total``, ``copied_total``,
+    ``events_total``) when it was longer."""
+    result = dict(reply.result)
+    receipt = result.get("receipt")
+    if isinstance(receipt, dict) and len(erased := receipt.get("erased") or []) > kept:
+        result["receipt"] = {**receipt, "erased": erased[:kept], "erased_total": len(erased)}
+    if isinstance(copied := result.get("copied"), list) and len(copied) > kept:
+        result.update(copied=copied[:kept], copied_total=len(copied))
+    if len(reply.events) > kept:
+        result["events_total"] = len(reply.events)
+    return reply.model_copy(update={"result": result, "events": reply.events[:kept]})
 
 
 def refused(env: CommandEnvelope, exc: DomainError) -> CommandReply:

@@ -213,6 +213,24 @@ class GatedBrokenByOneWriter(BrokenByOneWriter):
         return cleanup
 
 
+class FlakyRestoreWriter(GatedWriter):
+    """Its partition's first transaction fails; the next two restores meet a database
+    that is starting up; then all goes well."""
+
+    async def start(self) -> None:
+        self._log["starts"].append(self.partition)
+        if self._log["failed"] and self._log["restores_refused"] < 2:
+            self._log["restores_refused"] += 1
+            raise asyncpg.CannotConnectNowError("the database system is starting up")
+
+    async def process(self, records: list[Any]) -> Cleanup:
+        self._log["batches"].append((self.partition, _values(records)))
+        if not self._log["failed"]:
+            self._log["failed"] = True
+            raise KafkaError("the transaction failed")
+        return Cleanup()
+
+
 def _values(records: list[Any]) -> list[bytes]:
     """A Kafka record's value; a handed-over command's id."""
     return [
@@ -494,3 +512,26 @@ async def test_a_handed_over_command_beside_a_breaking_one_gets_its_own_answer(
 
 async def _refused(log: dict[str, Any], n: int) -> bool:
     return len(log["refused"]) >= n
+
+
+async def test_a_restore_stopped_by_a_fault_of_the_moment_is_tried_again(
+    stack_settings: dict[str, str], commands_topic: str
+) -> None:
+    """QA: a restore that met the database restarting stopped the worker, and the service."""
+    log: dict[str, Any] = {"starts": [], "batches": [], "failed": False, "restores_refused": 0}
+    gate = asyncio.Event()
+    processor, run, pool = await _processor(
+        stack_settings, lambda p: FlakyRestoreWriter(p, log, gate), commands_topic
+    )
+    try:
+        stream = f"org-{uuid.uuid4().hex[:6]}/shared"
+        partition = topics.partition_for(stream, CommonSettings().partitions)
+        marker = f"again-{uuid.uuid4()}"
+        await send_commands(
+            stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [marker]), commands_topic
+        )
+        await eventually(lambda: _seen_times(log, marker, 2), deadline=60, what="a second read")
+        assert log["restores_refused"] == 2
+        assert processor.workers[partition].failed is None
+    finally:
+        await _stop(run, pool)

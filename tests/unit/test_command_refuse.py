@@ -10,13 +10,16 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import pytest
 from aiokafka import ConsumerRecord
+from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
 from contracts import topics
-from contracts.envelope import CommandEnvelope
-from services.command.adapters.batch import NotApplied, Submitted
+from contracts.envelope import CommandEnvelope, CommandReply
+from services.command.adapters.batch import NotApplied, Submitted, is_transient
 from services.command.adapters.writer import PartitionWriter
+from services.command.answers import MAX_REPLY_BYTES, fitted
 from services.command.context import new_item_id
 
 ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
@@ -105,3 +108,60 @@ async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alon
     with pytest.raises(type(fault)):
         await w.process([Submitted(CommandEnvelope.model_validate(ENVELOPE), answer)])
     assert answer.done() is fails
+
+
+@pytest.mark.parametrize(("fault", "transient"), [
+    (KafkaConnectionError(), True),
+    (MessageSizeTooLargeError(), False),  # too large again, for good: the command's own
+    (OSError("reset"), True),
+    (asyncpg.CannotConnectNowError("the database system is starting up"), True),
+    (asyncpg.AdminShutdownError("terminating connection"), True),
+    (asyncpg.DeadlockDetectedError("deadlock"), True),
+    (asyncpg.UniqueViolationError("duplicate key"), False),
+    (ValueError("surrogates not allowed"), False),
+])
+def test_a_fault_of_the_moment_is_told_from_a_commands_own(
+        fault: Exception, transient: bool) -> None:
+    """QA: a Postgres restart (57P01, 57P03) counted as a command's own fault, and a valid
+    command was refused; a reply too large for the broker counted as the moment's, and its
+    partition retried it for good."""
+    assert is_transient(fault) is transient
+
+
+def test_a_clears_answer_keeps_its_first_thousand_and_counts_the_rest() -> None:
+    erased = [{"item_id": f"{n:036}", "revisions": 3} for n in range(12_000)]
+    reply = CommandReply(command_id="cmd-00000001", ok=True, stream_id="acme/member:ana",
+                         result={"seq": 9, "receipt": {"erased": erased, "where": ["x"]}},
+                         events=[f"{n:036}" for n in range(12_000)])
+    sent = fitted(reply, reply.model_dump_json().encode())
+    assert len(sent) <= MAX_REPLY_BYTES
+    body = json.loads(sent)
+    receipt = body["result"]["receipt"]
+    assert (len(receipt["erased"]), receipt["erased_total"]) == (1_000, 12_000)
+    assert (len(body["events"]), body["result"]["events_total"]) == (1_000, 12_000)
+    assert receipt["where"] == ["x"] and body["result"]["seq"] == 9
+
+
+async def test_a_checkpoint_that_fails_after_the_commit_does_not_fail_the_batch() -> None:
+    """QA: a failed save read as the batch's own fault, and the committed batch was taken
+    apart and decided again (answered as repeats)."""
+    w, producer = writer()
+
+    class Restorer:
+        async def save(self, *args: object) -> None:
+            raise asyncpg.UniqueViolationError("a bug in the save")
+
+    async def nothing(*args: object) -> dict[str, bytes]:
+        return {}
+
+    w._restorer = Restorer()  # type: ignore[assignment]
+    w._load = nothing  # type: ignore[assignment,method-assign]
+    w._prepare_keys = nothing  # type: ignore[assignment,method-assign]
+    w.events_since_checkpoint = w._checkpoint_every  # due now
+    marker = ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=5, timestamp=0,
+                            timestamp_type=1, key=None, value=None, checksum=None,
+                            serialized_key_size=0, serialized_value_size=0,
+                            headers=[(topics.ROLL_MARKER_HEADER, b"1")])
+    await w.process([marker])
+    assert producer.committed == 1 and [list(o.values()) for o in producer.offsets] == [[6]]
+    assert w.events_since_checkpoint == w._checkpoint_every  # saved by a later batch

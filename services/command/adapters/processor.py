@@ -31,13 +31,17 @@ from contracts.envelope import CommandEnvelope, CommandReply
 from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.batch import TRANSIENT, Cleanup, Queued, Record, Submitted
+from services.command.adapters.batch import Cleanup, Queued, Record, Submitted, is_transient
 from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)
 _READY_ROUNDS = 20  # event-loop turns a batch waits, at most, for commands already here
 # Transactions failed in a row after which a partition counts as stuck (health says so).
 STUCK_AFTER = 3
+# A restore that a fault of the moment stops is tried again after this, then twice as long
+# each time, up to the most.
+_RESTORE_RETRY_SECONDS = 0.5
+_RESTORE_RETRY_MAX_SECONDS = 10.0
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -122,7 +126,7 @@ class PartitionWorker:
 
     def submit(self, item: Submitted) -> bool:
         """Queue a command handed over in process; False when this worker takes none."""
-        if self._closing or self._recovering:
+        if self._closing or self._recovering or self._task.done():
             return False
         self._queue.append(item)
         self._wakeup.set()
@@ -170,16 +174,26 @@ class PartitionWorker:
                 self._maybe_resume()
                 try:
                     cleanup = await self.writer.process(batch)
-                except TRANSIENT as exc:
-                    await self._failed(exc)
-                    continue
-                except Exception:  # a fault of the batch's own: find its command
-                    log.exception("batch_not_decidable", partition=self.tp.partition)
-                    await self._isolate(batch)
+                except Exception as exc:
+                    if is_transient(exc):
+                        await self._failed(exc)
+                    else:  # a fault of the batch's own: find its command
+                        log.exception("batch_not_decidable", partition=self.tp.partition)
+                        await self._isolate(batch)
                     continue
                 self.failures = 0
                 self._processor.processed += len(batch)
-                await self._processor.clean(cleanup)
+                await self._clean(cleanup)
+
+    async def _clean(self, cleanup: Cleanup) -> None:
+        """Shred and discard keys after a commit; a fault of the moment leaves them (the
+        projector shreds a forgotten item's key too, and an unused key seals nothing kept)."""
+        try:
+            await self._processor.clean(cleanup)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("keys_not_cleaned", partition=self.tp.partition, error=repr(exc))
 
     async def _failed(self, exc: BaseException) -> None:
         self.failures += 1
@@ -208,25 +222,50 @@ class PartitionWorker:
                     return
                 try:
                     cleanup = await self.writer.process([item])
-                except TRANSIENT:
-                    raise
                 except Exception as exc:
+                    if is_transient(exc):
+                        raise
                     log.exception("command_not_decidable", partition=self.tp.partition)
                     await self._fresh_writer()
                     cleanup = await self.writer.refuse(item, f"{type(exc).__name__}: {exc}")
                 else:
                     self._processor.processed += 1
-                await self._processor.clean(cleanup)
-        except TRANSIENT as exc:
+                await self._clean(cleanup)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             _fail_handed_over(batch[n:], f"the batch failed: {exc!r}")
             await self._failed(exc)
             return
         self.failures = 0
 
     async def _fresh_writer(self) -> None:
-        await self.writer.stop()
-        self.writer = self._processor.make_writer(self.tp.partition)
-        await self.writer.start()
+        """Replace the writer by one restored from its checkpoint and the log; while a
+        fault of the moment prevents it (the broker or the database down), try again,
+        less and less often, counting failures (health names the partition stuck) until
+        it succeeds or the partition is closed (QA: one failed restore stopped the
+        service)."""
+        delay = _RESTORE_RETRY_SECONDS
+        while True:
+            with contextlib.suppress(Exception):
+                await self.writer.stop()
+            self.writer = self._processor.make_writer(self.tp.partition)
+            try:
+                await self.writer.start()
+                return
+            except Exception as exc:
+                if not is_transient(exc) or self._closing:
+                    raise
+                self.failures += 1
+                log.warning(
+                    "writer_restore_failed",
+                    partition=self.tp.partition,
+                    in_a_row=self.failures,
+                    retry_in_seconds=delay,
+                    error=repr(exc),
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RESTORE_RETRY_MAX_SECONDS)
 
     def _maybe_resume(self) -> None:
         if self._paused and len(self._queue) <= self._processor.max_batch and not self._closing:

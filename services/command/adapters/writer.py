@@ -32,12 +32,12 @@ from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.admission import authorise, context_for, repeat_reply
 from services.command.adapters.batch import (
-    TRANSIENT,
     Cleanup,
     Decoded,
     Queued,
     Submitted,
     decode,
+    is_transient,
     keys_needed,
     sealed_key_holders,
 )
@@ -170,7 +170,7 @@ class PartitionWriter:
             # A fault of the moment, or a stop: the handed-over commands fail, and their
             # gateway publishes them. Any other fault is the batch's own: the worker decides
             # it again one command at a time, and each is answered then.
-            if isinstance(exc, TRANSIENT) or not isinstance(exc, Exception):
+            if is_transient(exc) or not isinstance(exc, Exception):
                 for d in decoded:
                     if d.submitted is not None:
                         d.submitted.fail(f"the batch failed: {exc!r}")
@@ -182,7 +182,11 @@ class PartitionWriter:
         if self._sent:  # where a checkpoint taken now would resume reading
             self.next_event_offset = max(f.result().offset for f in self._sent) + 1
             self.events_since_checkpoint += len(self._sent)
-        await self._maybe_checkpoint()
+        try:
+            await self._maybe_checkpoint()
+        except Exception:  # committed all the same: the next batch saves it (QA: a failed
+            # save here read as the batch's own fault, and the batch was decided again)
+            log.warning("checkpoint_failed", partition=self.partition, exc_info=True)
         for stream_id in {d.envelope.stream_id for d in decoded if d.envelope is not None}:
             state = self.states.get(stream_id)
             if state is not None and state.seq == 0 and not state.results:
