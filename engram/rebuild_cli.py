@@ -59,6 +59,7 @@ def replay(
     from services.projector.swap import SwapError
     from services.projector.swap import swap as run_swap
 
+    configure_logging("replay", "WARNING")  # its report on stdout; warnings on stderr
     if not org:
         err.print("[red]--org: an org id, or a pattern of them (leave it out for all)[/red]")
         raise typer.Exit(2)
