@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from http import HTTPStatus
 from typing import Any, TypeVar
 
+import structlog
 import uvicorn
 import uvloop
 from fastapi import FastAPI, Request
@@ -20,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
-from engram.logging import get_logger
+from engram.logging import configure_logging, get_logger
 from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
 
@@ -121,10 +123,21 @@ def http_problem(exc: StarletteHTTPException, request: Request | None = None) ->
 def _methods_of(request: Request) -> str:
     """Every method some route of the request's path takes."""
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in _every_route(request.app.router.routes):
         if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
             methods |= set(route.methods)
     return ", ".join(sorted(methods - {"HEAD"}))
+
+
+def _every_route(routes: list[Any]) -> Iterator[Any]:
+    """The routes, and those of the routers included among them: FastAPI keeps an included
+    router's routes behind one entry of its own (QA: recall's 405 named GET alone for a
+    path that takes PUT too)."""
+    for route in routes:
+        yield route
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _every_route(included.routes)
 
 
 _HTTP_ERRORS = {
@@ -258,8 +271,17 @@ def run_main(main: Callable[[], None]) -> None:
     try:
         main()
     except StartupRefused as exc:
+        if not structlog.is_configured():  # refused before its app set logging up (QA:
+            configure_logging(_service_name())  # a bad setting's line was not JSON)
         get_logger("engram.http").error("startup_refused", error=str(exc))
         raise SystemExit(1) from None
+
+
+def _service_name() -> str:
+    """The service a ``python -m services.<name>`` process runs, from its main module."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    parts = (getattr(spec, "name", "") or "").split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "services" else "engram"
 
 
 def serve(app: FastAPI, host: str, port: int, preflight: Callable[[], None] | None = None) -> None:

@@ -70,8 +70,13 @@ def test_a_bad_setting_refuses_the_start_by_name(unused_port: int, tmp_path: Pat
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
     assert "Traceback" not in out.stdout + out.stderr
-    assert "invalid settings: ENGRAM_COMMAND_MAX_BATCH: Input should be a valid integer" in (
-        out.stdout + out.stderr)
+    # One JSON line, as every refusal (QA: refused before the app set logging up, it was
+    # the console's format, with no service).
+    [line] = (out.stdout + out.stderr).strip().splitlines()
+    logged = json.loads(line)
+    assert (logged["event"], logged["service"]) == ("startup_refused", "command")
+    assert logged["error"].startswith(
+        "invalid settings: ENGRAM_COMMAND_MAX_BATCH: Input should be a valid integer")
 
 
 @pytest.mark.parametrize("command", [["setup"], ["replay"], ["reindex"]])

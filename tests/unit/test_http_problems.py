@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -47,6 +47,18 @@ def service() -> FastAPI:
     @app.put("/setting")
     async def write_setting() -> dict[str, int]:
         return {"value": 2}
+
+    included = APIRouter()  # as recall's routes are (QA: its 405 named GET alone)
+
+    @included.get("/policy")
+    async def read_policy() -> dict[str, int]:
+        return {"value": 1}
+
+    @included.put("/policy")
+    async def write_policy() -> dict[str, int]:
+        return {"value": 2}
+
+    app.include_router(included)
 
     @app.post("/conflict")
     async def conflict() -> None:  # details named like the problem's own members
@@ -132,3 +144,6 @@ async def test_a_wrong_method_names_every_method_the_path_takes() -> None:
     assert wrong.status_code == 405
     assert wrong.headers["allow"] == "GET, PUT"
     assert wrong.json()["detail"] == "/setting takes GET, PUT, not PATCH"
+    async with client() as http:
+        routed = await http.delete("/policy")
+    assert (routed.status_code, routed.headers["allow"]) == (405, "GET, PUT")
