@@ -29,13 +29,16 @@ class EngramProblem(ToolError):
 
 
 def problem_text(code: str, problem: dict[str, Any]) -> str:
-    """``invalid: the command is invalid (content: String should have at least 1
-    character)``: what the HTTP caller reads in the problem+json, on one line."""
+    """``invalid: the command is invalid: content: String should have at least 1
+    character (title: ...)``: what the HTTP caller reads in the problem+json, on one line."""
     text = f"{code}: {problem.get('detail', '')}"
     errors = problem.get("errors")
     if not isinstance(errors, list) or not errors:
         return text
-    fields = "; ".join(_field_error(e) for e in errors if isinstance(e, dict))
+    # Each field error the detail does not already state (the command service's names
+    # the first: QA, the line said it twice).
+    said = [_field_error(e) for e in errors if isinstance(e, dict)]
+    fields = "; ".join(f for f in said if f not in text)
     return f"{text} ({fields})" if fields else text
 
 
