@@ -98,7 +98,7 @@ class Rejection(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     code: str  # stable machine word, e.g. "conflict", "invalid", "forbidden"
-    status: int  # the HTTP status that fits: 401, 403, 404, 409, 422
+    status: int  # the HTTP status that fits: 401, 403, 404, 409, 410, 422, 429, 503, 504
     title: str
     detail: str
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +58,29 @@ def problem(status: int, title: str, detail: str, code: str, /, **extra: Any) ->
         "code": code,
     }
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+class Problem(BaseModel):
+    """A refusal's body (RFC 9457), as ``problem`` writes it; a refusal may name more."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str  # a stable machine word: invalid, not_found, forbidden, conflict, ...
+    errors: list[dict[str, Any]] | None = None  # the fields refused, for invalid input
+
+
+# What a FastAPI router's OpenAPI says its refusals are (QA: it said FastAPI's 422 body,
+# which no Engram service sends).
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {
+        "description": "A refusal, as application/problem+json",
+        "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
+    }
+}
 
 
 # No request to any service comes near this: a memory holds at most 4,000 characters.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -53,26 +53,29 @@ class _Position:
 
 
 async def consumer_lag(
-    bootstrap: str, database_url: str, *, groups: Mapping[str, str]
+    bootstrap: str,
+    database_url: str,
+    *,
+    groups: Mapping[str, str],
+    expected: Collection[tuple[str, str, str]] = (),
 ) -> list[Lag]:
     """Each consumer's lag on every partition of the topics it reads; a partition it has
     stored no offset for yet it reads from the start. ``groups`` maps the services' group
     ids to their services: any other consumer (a test's left behind, a tool's) comes after
     them, with no service."""
     command = next((g for g, s in groups.items() if s == "command"), COMMAND_GROUP)
-    positions = await _postgres_positions(database_url) + await _command_positions(
-        bootstrap, command
-    )
+    stored, tables = await _postgres_positions(database_url)
+    positions = stored + await _command_positions(bootstrap, command)
     existing = await _topics(bootstrap)  # an offset row may outlive its topic
     positions = [p for p in positions if p.topic in existing]
-    if not positions:
+    if not positions and not any(e[0] in tables and e[2] in existing for e in expected):
         return []
     kafka = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
     await kafka.start()
     try:
-        positions += await _unstored(kafka, bootstrap, positions)
+        positions += await _unstored(kafka, bootstrap, positions, expected, tables, existing)
         tps = sorted({TopicPartition(p.topic, p.partition) for p in positions})
         ends = await kafka.end_offsets(tps) if tps else {}
         out = []
@@ -91,12 +94,21 @@ def _key(p: _Position) -> tuple[str, str, int]:
 
 
 async def _unstored(
-    kafka: AIOKafkaConsumer, bootstrap: str, positions: list[_Position]
+    kafka: AIOKafkaConsumer,
+    bootstrap: str,
+    positions: list[_Position],
+    expected: Collection[tuple[str, str, str]],
+    tables: set[str],
+    existing: set[str],
 ) -> list[_Position]:
-    """The partitions of a consumer's topics it has stored no offset for: at their start."""
+    """The partitions of a consumer's topics it has stored no offset for: at their start;
+    ``expected`` (offsets table, consumer, topic) counts too, once its table exists (QA: the
+    extractor's consumer of turns was missing until it had handled one)."""
     stored = {(p.consumer, p.topic, p.partition) for p in positions}
+    read = {(p.stored_in, p.consumer, p.topic) for p in positions}
+    read |= {e for e in expected if e[0] in tables and e[2] in existing}
     out = []
-    for where, consumer, topic in sorted({(p.stored_in, p.consumer, p.topic) for p in positions}):
+    for where, consumer, topic in sorted(read):
         parts = [TopicPartition(topic, n) for n in range(await partition_count(bootstrap, topic))]
         starts = await kafka.beginning_offsets(parts)
         out += [
@@ -107,13 +119,15 @@ async def _unstored(
     return out
 
 
-async def _postgres_positions(database_url: str) -> list[_Position]:
+async def _postgres_positions(database_url: str) -> tuple[list[_Position], set[str]]:
+    """The offsets stored in Postgres, and the offsets tables that exist."""
     conn = await asyncpg.connect(database_url)
     try:
-        out = []
+        out, tables = [], set()
         for schema in POSTGRES_TRACKED:
             if await conn.fetchval("SELECT to_regclass($1)", f"{schema}.offsets") is None:
                 continue  # that service has never started against this database
+            tables.add(f"{schema}.offsets")
             rows = await conn.fetch(
                 f"SELECT consumer, topic, partition, next_offset FROM {schema}.offsets"
             )
@@ -121,7 +135,7 @@ async def _postgres_positions(database_url: str) -> list[_Position]:
                 _Position(f"{schema}.offsets", *r.values())  # consumer, topic, partition, next
                 for r in rows
             ]
-        return out
+        return out, tables
     finally:
         await conn.close()
 

@@ -155,7 +155,10 @@ def lag() -> None:
     try:
         rows = asyncio.run(
             consumer_lag(
-                common.kafka_bootstrap_servers, common.database_url, groups=service_groups()
+                common.kafka_bootstrap_servers,
+                common.database_url,
+                groups=service_groups(),
+                expected=service_reads(),
             )
         )
     except OperateError as exc:
@@ -205,6 +208,23 @@ def service_groups() -> dict[str, str]:
         extractor.group_id: "extractor",
         extractor.events_group_id: "extractor",
     }
+
+
+def service_reads() -> list[tuple[str, str, str]]:
+    """(offsets table, consumer, topic) of each topic a service tracks in Postgres: listed
+    by ``lag`` before it has stored an offset there."""
+    from contracts import topics
+    from services.extractor.settings import ExtractorSettings
+    from services.indexer.settings import IndexerSettings
+    from services.projector.settings import ProjectorSettings
+
+    extractor = ExtractorSettings()
+    return [
+        ("projector.offsets", ProjectorSettings().group_id, topics.EVENTS),
+        ("indexer.offsets", IndexerSettings().group_id, topics.EVENTS),
+        ("extractor.offsets", extractor.events_group_id, topics.EVENTS),
+        ("extractor.offsets", extractor.group_id, topics.CONVERSATIONS),
+    ]
 
 
 def _printable(text: str) -> str:

@@ -35,12 +35,12 @@ from contracts.recall import (
     UsedIn,
 )
 from engram.auth import Principal, ScopeError
-from engram.http import ProblemError, principal_from
+from engram.http import PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
 from services.recall.core import excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
-router = APIRouter()
+router = APIRouter(responses=PROBLEM_RESPONSES)
 Status = Literal["active", "disabled", "archived", "candidate"]
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
 

@@ -73,10 +73,13 @@ async def test_lag_counts_records_not_markers(
             "VALUES ($1, $2, 0, $3)",
             [(stored_offsets, topic, 1), (f"{stored_offsets}-done", topic, 5)],
         )
-        groups = {stored_offsets: "projector"}  # as if it were the projector's group
+        groups = {stored_offsets: "projector", f"{stored_offsets}-new": "projector"}
+        # A consumer that has stored nothing yet is listed from the topic's start (QA: the
+        # extractor's consumer of turns was missing until it had handled one).
+        expected = [("projector.offsets", f"{stored_offsets}-new", topic)]
         rows = {
             r.consumer: r
-            for r in await consumer_lag(bootstrap, dsn, groups=groups)
+            for r in await consumer_lag(bootstrap, dsn, groups=groups, expected=expected)
             if r.topic == topic
         }
     finally:
@@ -92,6 +95,8 @@ async def test_lag_counts_records_not_markers(
     assert (rows[stored_offsets].service, rows[stored_offsets].stored_in) == (
         "projector", "projector.offsets")
     assert rows[f"{stored_offsets}-done"].service is None
+    fresh = rows[f"{stored_offsets}-new"]
+    assert (fresh.at, fresh.behind, fresh.service) == (0, 3, "projector")
 
 
 async def test_letters_are_counted_as_records_not_offsets(
