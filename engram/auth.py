@@ -19,7 +19,7 @@ from contracts.envelope import Actor
 from contracts.text import is_unicode
 from contracts.topics import stream_id
 from engram.service import StartupRefused
-from engram.settings import CommonSettings, state_dir
+from engram.settings import CommonSettings, dev_secret_file
 
 ISSUER = "engram"
 AUDIENCE = "engram"
@@ -127,12 +127,7 @@ class Principal:
 
 def dev_secret() -> str:
     """The development signing secret, generated once into the state folder."""
-    path = state_dir() / "secrets" / "jwt-hs256"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return dev_secret_file("jwt-hs256", lambda: secrets.token_urlsafe(48))
 
 
 class TokenVerifier:

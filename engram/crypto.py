@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from contracts.events import Sealed
 from engram.service import StartupRefused
-from engram.settings import CommonSettings, state_dir
+from engram.settings import CommonSettings, dev_secret_file
 
 
 class KeyMissingError(Exception):
@@ -47,12 +47,7 @@ def load_master_key(settings: CommonSettings) -> bytes:
     elif settings.environment == "production":
         raise StartupRefused("production refuses to start without ENGRAM_MASTER_KEY")
     else:
-        path = state_dir() / "secrets" / "master-key"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(_b64(secrets.token_bytes(32)))
-            path.chmod(0o600)
-        key = _unb64(path.read_text().strip())
+        key = _unb64(dev_secret_file("master-key", lambda: _b64(secrets.token_bytes(32))))
     if len(key) != 32:
         raise StartupRefused(
             f"ENGRAM_MASTER_KEY must be 32 bytes, base64-encoded (it holds {len(key)})"

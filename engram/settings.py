@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +16,24 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def state_dir() -> Path:
     """Where the development stack keeps data, logs and generated dev secrets."""
     return Path(os.environ.get("ENGRAM_STATE_DIR", REPO_ROOT / ".engram")).resolve()
+
+
+def dev_secret_file(name: str, make: Callable[[], str]) -> str:
+    """A development secret in the state folder's ``secrets/``, made once by ``make``:
+    the folder only its owner enters (0700), the file only its owner reads (0600) from the
+    moment it exists (a security review: it was written under the umask, then chmod'ed)."""
+    folder = state_dir() / "secrets"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)  # one made before this rule, or by another umask
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # made before, or by another process just now
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(make())
+    return path.read_text().strip()
 
 
 class CommonSettings(BaseSettings):

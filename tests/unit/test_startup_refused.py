@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import os
+import stat
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from engram.auth import dev_secret
 from engram.crypto import load_master_key
 from engram.demo import run_demo
 from engram.embeddings.settings import EmbeddingSettings
@@ -82,3 +86,24 @@ async def test_a_database_url_that_is_no_url_is_named(url: str) -> None:
     problem = await unreachable(url, None)
     assert problem is not None
     assert problem.startswith("DATABASE_URL is not a PostgreSQL URL")
+
+
+def test_dev_secrets_are_only_their_owners_from_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A security review: the dev master key and JWT secret were written under the umask
+    (0644) and only then made 0600, in a folder anyone could enter."""
+    monkeypatch.setenv("ENGRAM_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("ENGRAM_MASTER_KEY", raising=False)
+    old = os.umask(0o022)
+    try:
+        key = load_master_key(CommonSettings.model_validate({}))
+        secret = dev_secret()
+    finally:
+        os.umask(old)
+    folder = tmp_path / "secrets"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for name in ("master-key", "jwt-hs256"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+    # Made once: read back the same.
+    assert load_master_key(CommonSettings.model_validate({})) == key and dev_secret() == secret
