@@ -130,9 +130,18 @@ def dev_secret() -> str:
     return dev_secret_file("jwt-hs256", lambda: secrets.token_urlsafe(48))
 
 
+JWKS_TIMEOUT_SECONDS = 3.0
+
+
 class TokenVerifier:
     def __init__(self, settings: CommonSettings) -> None:
-        self._jwks = jwt.PyJWKClient(settings.jwt_jwks_url) if settings.jwt_jwks_url else None
+        self._jwks = (
+            # A read waits 3 s at most, not PyJWT's 30: it runs on the event loop (a
+            # security review).
+            jwt.PyJWKClient(settings.jwt_jwks_url, timeout=JWKS_TIMEOUT_SECONDS)
+            if settings.jwt_jwks_url
+            else None
+        )
         self._public_key = settings.jwt_public_key
         self._secret = settings.jwt_secret
         self._cache: dict[str, tuple[Principal, float]] = {}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import asyncpg
 
@@ -21,12 +23,28 @@ SELECT key_id, wrapped FROM keystore.data_keys WHERE key_id = ANY($4)
 """
 
 
+# How long a process keeps a data key it read: a forget deletes the key from Postgres and
+# from the caches of the processes that decide and apply it; any other process that held
+# it (a replica, a writer that lost the partition) forgets it within this (a security
+# review: until its cache happened to drop it).
+CACHE_SECONDS = 60.0
+
+
 class KeyStore:
-    def __init__(self, pool: asyncpg.Pool, master: MasterKey, cache_size: int = 50_000) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        master: MasterKey,
+        cache_size: int = 50_000,
+        cache_seconds: float = CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = pool
         self._master = master
-        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[bytes, float]] = OrderedDict()  # key, read at
         self._cache_size = cache_size
+        self._cache_seconds = cache_seconds
+        self._clock = clock
 
     @property
     def master(self) -> MasterKey:
@@ -38,12 +56,12 @@ class KeyStore:
         An existing key is reused (a replayed command must seal with the first key), and a
         shredded id never gets a new one: its old ciphertext must stay unreadable."""
         wanted = {k for k, _ in create} | set(fetch)
-        missing = [k for k in wanted if k not in self._cache]
+        missing = {k for k in wanted if self._cached(k) is None}
         if missing:
             fresh = [
                 (k, org, self._master.wrap(k, self._master.new_data_key()))
                 for k, org in create
-                if k not in self._cache
+                if k in missing
             ]
             async with self._pool.acquire() as conn:
                 rows = await conn.fetch(
@@ -51,11 +69,11 @@ class KeyStore:
                     [r[0] for r in fresh],
                     [r[1] for r in fresh],
                     [r[2] for r in fresh],
-                    missing,
+                    list(missing),
                 )
             for row in rows:
                 self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
-        return {k: self._cache[k] for k in wanted if k in self._cache}
+        return {k: key for k in wanted if (key := self._cached(k)) is not None}
 
     async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         return await self.ensure(keys, set())
@@ -74,9 +92,9 @@ class KeyStore:
         return await self.ensure([], key_ids)
 
     async def get(self, key_id: str) -> bytes:
-        if key_id in self._cache:
+        if (cached := self._cached(key_id)) is not None:
             self._cache.move_to_end(key_id)
-            return self._cache[key_id]
+            return cached
         async with self._pool.acquire() as conn:
             wrapped = await conn.fetchval(
                 "SELECT wrapped FROM keystore.data_keys WHERE key_id = $1", key_id
@@ -97,8 +115,20 @@ class KeyStore:
     def forget_cached(self, key_id: str) -> None:
         self._cache.pop(key_id, None)
 
+    def _cached(self, key_id: str) -> bytes | None:
+        """The key this process read within ``cache_seconds``, else None (and dropped)."""
+        entry = self._cache.get(key_id)
+        if entry is None:
+            return None
+        key, read_at = entry
+        if self._clock() - read_at > self._cache_seconds:
+            del self._cache[key_id]
+            return None
+        return key
+
     def _remember(self, key_id: str, key: bytes) -> None:
-        self._cache[key_id] = key
+        self._cache[key_id] = (key, self._clock())
+        self._cache.move_to_end(key_id)
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
