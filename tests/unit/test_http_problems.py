@@ -147,3 +147,16 @@ async def test_a_wrong_method_names_every_method_the_path_takes() -> None:
     async with client() as http:
         routed = await http.delete("/policy")
     assert (routed.status_code, routed.headers["allow"]) == (405, "GET, PUT")
+
+
+def test_recalls_openapi_gives_its_refusals_as_problems() -> None:
+    """QA: it said FastAPI's 422 body ({"detail": [...]}, application/json), which no
+    Engram service sends."""
+    from services.recall.handlers import router
+
+    app = FastAPI()
+    app.include_router(router)
+    spec = app.openapi()
+    answers = spec["paths"]["/v1/recall"]["post"]["responses"]
+    assert "422" not in answers and "HTTPValidationError" not in str(spec)
+    assert PROBLEM in answers["4XX"]["content"]
