@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO, cast
 
 import structlog
 
@@ -23,12 +24,24 @@ def configure_logging(service: str, level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _Stderr())),
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
     # Library loggers (aiokafka, uvicorn) go through stdlib logging: keep them quiet.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(message)s")
+
+
+class _Stderr:
+    """``sys.stderr`` as it is when a line is written, not when logging was set up: a CLI
+    command run in process (the tests run `engram replay` so) has a stderr of its own,
+    closed once it returns, and every later line would fail on it."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
