@@ -150,7 +150,14 @@ class EventProjector:
             for record, env in seen:
                 if held.get((env.stream_id, env.seq)) != env.event_id:
                     await self._anomaly(conn, "conflicting_duplicate", record, env, None)
-        fresh = [d for d in batch if d[1].event_id in new]
+        # Each new event once: the same event twice in one batch is inserted once, and its
+        # second copy is no new event (QA: it was applied twice and reported as a gap, so
+        # a replay that read both copies in one fetch counted otherwise than the live one).
+        fresh, taken = [], set()
+        for d in batch:
+            if d[1].event_id in new and d[1].event_id not in taken:
+                taken.add(d[1].event_id)
+                fresh.append(d)
         # An item is its stream's: an event of another stream naming it (ids that came
         # from a caller's key alone, before they were of their stream) changes nothing.
         foreign = [

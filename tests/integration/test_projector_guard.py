@@ -154,6 +154,21 @@ async def test_each_seq_is_applied_once_and_gaps_and_conflicts_are_reported(
     assert [r["content"] for r in texts] == ["four", "one", "two"]
 
 
+async def test_the_same_event_twice_in_one_batch_is_applied_once(
+    pool: asyncpg.Pool, s: Stream
+) -> None:
+    """QA: both copies were applied (the generation counted two) and the second was
+    reported as a gap, so a replay reading them in one fetch differed from the live model,
+    which had read them in two."""
+    one = await s.remember(1, "one")
+    copy = SimpleNamespace(**{**vars(one), "offset": one.offset + 1})
+    assert not await s.apply_in_one([one, copy])  # not a run of new memories
+    await s.apply([one, copy])
+    assert await s.state() == (1, 1, 1)
+    assert await s.anomalies() == []
+    assert await s.audit() == 1
+
+
 async def test_a_batch_of_new_memories_is_applied_in_one_statement_or_not_at_all(
     pool: asyncpg.Pool, s: Stream
 ) -> None:
