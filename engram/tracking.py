@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from asyncpg.exceptions._base import DataError as ArgumentError
+from prometheus_client import Counter
 
 from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
@@ -35,6 +36,11 @@ log = get_logger(__name__)
 # What Postgres says of a record's data, not of itself (a value out of a column's range, a
 # row past an index's limit): the same record fails the same way every time.
 # (asyncpg raises its own DataError, not exported, for an argument it cannot encode.)
+# On every follower's /metrics (the projector's, the indexer's, the extractor's).
+APPLIED = Counter("engram_records_applied_total", "Records applied, offsets stored", ["service"])
+DEAD_LETTERED = Counter(
+    "engram_records_dead_lettered_total", "Records sent to the dead-letter topic", ["service"]
+)
 UNSTORABLE = (asyncpg.DataError, ArgumentError, asyncpg.ProgramLimitExceededError)
 Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
 # The records of one fetch (of one or several partitions), in one transaction.
@@ -128,6 +134,10 @@ class TrackedFollower:
         self.applied = 0
         self.positions: dict[int, int] = {}
         self.next_offset: dict[TopicPartition, int] = {}
+        # The records of the fetch being applied that were dead-lettered: a fetch applied
+        # again record by record (one Postgres refused) decodes them again, and each gets
+        # one letter (QA: they got two).
+        self._lettered: set[tuple[str, int, int]] = set()
 
     async def stored_offsets(self) -> dict[int, int]:
         rows = await self._pool.fetch(
@@ -154,6 +164,7 @@ class TrackedFollower:
                     }
                     if not batches:
                         continue
+                    self._lettered.clear()
                     try:
                         await self._apply_fetch(batches)
                     except* UNSTORABLE:  # some record's data: find it, and let it go
@@ -204,11 +215,17 @@ class TrackedFollower:
                     await self._handle(conn, records)
                     await conn.executemany(OFFSETS_UPSERT.format(table=self._table), offsets)
         self.applied += len(records)
+        APPLIED.labels(self._service).inc(len(records))
         for tp, part in batches.items():
             self.positions[tp.partition] = self.next_offset[tp] = part[-1].offset + 1
 
     async def dead_letter(self, record: Record, error: str) -> None:
-        """Publish a poison record with its error before its offset is stored."""
+        """Publish a poison record with its error before its offset is stored; once."""
+        where = (record.topic, record.partition, record.offset)
+        if where in self._lettered:
+            return
+        self._lettered.add(where)
+        DEAD_LETTERED.labels(self._service).inc()
         topic, key, value = dead_letter(
             self._service,
             topic=record.topic,

@@ -59,7 +59,6 @@ class EventProjector:
     def __init__(self, keystore: KeyStore, dead_letter: DeadLetter) -> None:
         self._keys = keystore
         self._dead_letter_one = dead_letter
-        self.anomalies = 0
 
     async def prepare(self, records: list[Any], dead_letter: DeadLetter) -> list[Decoded]:
         """Decode a fetch once, for whichever path applies it; the undecodable records
@@ -180,7 +179,6 @@ class EventProjector:
         env: EventHeader,
         expected: int | None,
     ) -> None:
-        self.anomalies += 1
         log.error(
             "stream_anomaly",
             kind=kind,
