@@ -55,17 +55,30 @@ def normalise(text: str) -> str:
 
 def evidence_ok(evidence: str, message: str) -> bool:
     """The quote appears in the user's message (seed 000); a word or two proves nothing."""
+    return _grounded(evidence, normalise(message))
+
+
+def _grounded(evidence: str, normalised_message: str) -> bool:
     quote = normalise(evidence).strip(" \"'.,;:!?")
-    return len(WORD.findall(quote)) >= MIN_EVIDENCE_WORDS and quote in normalise(message)
+    return len(WORD.findall(quote)) >= MIN_EVIDENCE_WORDS and quote in normalised_message
+
+
+# Candidates looked at for one turn, at most: five are kept, and a turn of thousands of
+# short sentences must not hold the extractor (QA: one of 20,000 characters took 3 s).
+MAX_CONSIDERED = 100
 
 
 def select(candidates: Iterable[Candidate], message: str) -> list[Candidate]:
-    """Keep grounded, harmless, distinct candidates, at most five, in the order given."""
+    """Keep grounded, harmless, distinct candidates, at most five, in the order given,
+    from the first ``MAX_CONSIDERED``."""
     kept: list[Candidate] = []
     seen: set[str] = set()
-    for candidate in candidates:
+    normalised = normalise(message)  # once a turn, not once a candidate (QA)
+    for n, candidate in enumerate(candidates):
+        if n == MAX_CONSIDERED:
+            break
         key = normalise(candidate.content)
-        if key in seen or not _acceptable(candidate, message):
+        if key in seen or not _acceptable(candidate, normalised):
             continue
         seen.add(key)
         kept.append(candidate)
@@ -74,14 +87,24 @@ def select(candidates: Iterable[Candidate], message: str) -> list[Candidate]:
     return kept
 
 
-def _acceptable(candidate: Candidate, message: str) -> bool:
+def _acceptable(candidate: Candidate, normalised_message: str) -> bool:
     text = candidate.content
     return (
         0 < len(text) <= MAX_CONTENT
-        and evidence_ok(candidate.evidence, message)
+        and _grounded(candidate.evidence, normalised_message)
         and not gives_access(text)
         and not gives_access(candidate.evidence)
+        and follows_from(text, candidate.evidence)
     )
+
+
+def follows_from(content: str, evidence: str) -> bool:
+    """The content says what its evidence says: half its words (of three letters or more)
+    are the evidence's (QA: a model's "The user's wife has cancer." passed on the evidence
+    "I prefer tea", which the message held)."""
+    words = {w for w in WORD.findall(normalise(content)) if len(w) >= 3}
+    said = set(WORD.findall(normalise(evidence)))
+    return not words or 2 * len(words & said) >= len(words)
 
 
 class TurnKey(NamedTuple):

@@ -35,10 +35,13 @@ class ExtractorSettings(ServiceSettings):
     ai_api_key: SecretStr | None = Field(None, alias="MEMORY_AI_API_KEY")
     # Requests per UTC day, reserved before each request; 0 turns AI off.
     ai_daily_request_limit: int = Field(100, alias="MEMORY_AI_DAILY_REQUEST_LIMIT", ge=0)
-    ai_timeout_seconds: float = Field(20.0, gt=0)
-    ai_max_retries: int = Field(5, ge=0, le=5)
+    # A turn waits on the AI at most about 3 x 10 s + 1.5 s, then the rules stand in (QA:
+    # at 20 s, five retries and backoffs up to 30 s, a failing endpoint held a turn over
+    # two minutes, and a batch of 20 turns most of an hour).
+    ai_timeout_seconds: float = Field(10.0, gt=0)
+    ai_max_retries: int = Field(2, ge=0, le=5)
     ai_backoff_seconds: float = Field(0.5, ge=0)
-    ai_backoff_max_seconds: float = Field(30.0, ge=0)
+    ai_backoff_max_seconds: float = Field(5.0, ge=0)
 
     @property
     def ai_enabled(self) -> bool:

@@ -24,6 +24,7 @@ from services.extractor.core import (
     proposals,
     select,
 )
+from services.extractor.rules import rule_candidates
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
 MESSAGE = "Honestly, I prefer short answers. My timezone is CET."
@@ -203,3 +204,21 @@ def test_turn_contract_defaults_and_strictness() -> None:
         turn(sources=tuple(f"m{i}" for i in range(32)))
     with pytest.raises(ValidationError):
         turn(sources=("",))
+
+
+def test_a_turn_of_thousands_of_sentences_is_read_quickly() -> None:
+    """QA: 4,000 short sentences with a combining mark held the extractor for 3 s: the
+    message was normalised again for each of them. Now once a turn, and at most
+    MAX_CONSIDERED candidates are looked at."""
+    message = "".join(f"I like pwd {i}\u0301. " for i in range(4000))[:20_000]
+    started = time.process_time()
+    select(rule_candidates(message), message)
+    assert time.process_time() - started < 1.0
+
+
+def test_a_candidate_must_say_what_its_evidence_says() -> None:
+    """QA: a model's "The user's wife has cancer." passed on the evidence "I prefer tea"."""
+    message = "I prefer tea in the morning."
+    unrelated = Candidate("The user's wife has cancer.", "fact", "I prefer tea in the morning")
+    related = Candidate("Prefers tea in the morning.", "preference", "I prefer tea in the morning")
+    assert select([unrelated, related], message) == [related]

@@ -101,10 +101,45 @@ def test_questions_negations_and_chatter_yield_nothing(message: str) -> None:
         "Remember that the dashboard is https://admin:pw@dash.example.com",
         "Remember that the report is https://files.example.com/r.pdf?sig=abc123",
         "My recovery codes are in the drawer.",
+        # QA: each of these was proposed.
+        "My wifi pass is Tr0ub4dor&3.",
+        "Our staging login is admin:letmein.",
+        "The server is at 10.0.0.5, remember user root pw toor.",
+        "The door code is 4821.",
+        "Remember that the wifi key is abc12345.",
+        "My recovery phrase is apple banana cherry dog egg fig grape.",
+        "My security answer is Fluffy.",
+        "My card is 4111 1111 1111 1111.",
+        "Remember the meeting link https://zoom.us/j/123456789.",
+        "Remember that the reset link is example.com/reset?code=123456.",
+        "My \uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44 is hunter2.",  # full-width
+        "My \u0440\u0430ssword is hunter2.",  # Cyrillic look-alikes
+        "Mi contrase\u00f1a es hunter2, remember that.",
+        "My Passwort is hunter2.",
+        "My SSN is 123-45-6789.",
     ],
 )
 def test_credentials_and_access_links_are_never_proposed(message: str) -> None:
     assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["My name is not Bob.", "I prefer not to say.", "We decided nothing yet.",
+     "I prefer tea, don't I"],
+)
+def test_a_statement_negated_after_its_verb_is_no_fact(message: str) -> None:
+    """QA: each was proposed; the README promises negations yield nothing."""
+    assert extract(message) == []
+
+
+def test_negative_preferences_rules_and_requests_stand() -> None:
+    assert extract("I don't like emojis in commits.") == [
+        ("preference", "I don't like emojis in commits.")]
+    assert extract("Never push to main.") == [("procedure", "Never push to main.")]
+    assert extract("Remember that I can't eat nuts.") == [("fact", "I can't eat nuts.")]
+    assert extract("I prefer tea with no sugar.") == [
+        ("preference", "I prefer tea with no sugar.")]
 
 
 def test_a_plain_link_is_kept() -> None:
