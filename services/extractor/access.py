@@ -17,6 +17,9 @@ import unicodedata
 CREDENTIAL_WORDS = re.compile(
     r"\b(pass(?:word|words|phrase|code)?s?|pwd|pw|logins?|"
     r"(?:door|gate|entry|alarm|safe|lock|garage|building|access|wifi|wi-fi|key)\s?codes?|"
+    r"(?<!zip\s)(?<!postal\s)(?<!post\s)(?<!area\s)(?<!country\s)(?<!flight\s)"
+    r"(?<!dress\s)(?<!source\s)(?<!error\s)(?<!status\s)(?<!color\s)(?<!colour\s)"
+    r"(?<!airport\s)(?<!language\s)(?<!currency\s)(?<!product\s)(?<!tax\s)"
     r"codes?\s+(?:is|are|was|:)|keys?\s+(?:is|are|was|:)|"
     r"recovery\s+(?:phrase|words?|key)s?|security\s+(?:answer|question)s?|"
     r"contrase\u00f1as?|passw(?:o|\u00f6)rt(?:er)?|mot\s+de\s+passe|senhas?|"

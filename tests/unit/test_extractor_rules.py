@@ -133,6 +133,16 @@ def test_a_statement_negated_after_its_verb_is_no_fact(message: str) -> None:
     assert extract(message) == []
 
 
+@pytest.mark.parametrize(
+    "message",
+    ["Remember that the zip code is 10115.", "My flight code is LH400.",
+     "Remember that the dress code is casual.", "My phone number is +49 30 1234567.",
+     "Remember that the key to this project is testing early."],
+)
+def test_codes_and_numbers_that_open_nothing_are_kept(message: str) -> None:
+    assert len(extract(message)) == 1
+
+
 def test_negative_preferences_rules_and_requests_stand() -> None:
     assert extract("I don't like emojis in commits.") == [
         ("preference", "I don't like emojis in commits.")]
