@@ -13,16 +13,15 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from contracts import commands as c
-from contracts.events import Event, MemoryPinned, MemoryRemembered
+from contracts.events import Event, MemoryRemembered
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.rules import (
     MAX_LABELS,
     expired,
-    keeps_lifetime,
+    holder_revised,
     labelled,
-    new_revision,
-    relabelled,
+    revises_holder,
     superseded_by,
 )
 from services.command.state import StreamState
@@ -76,21 +75,20 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
             keys_done.add(source.key)
         held.add(digest)
         same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
-        if (
-            same_key is not None
-            and same_key.kind == source.kind
-            and keeps_lifetime(same_key, source.expires_at, ctx.now)
+        if same_key is not None and revises_holder(
+            same_key, source.kind, source.expires_at, ctx.now
         ):  # as a keyed save does (core._remember)
-            text, title = source.content, source.title
-            revised = new_revision(same_key, text, title, ctx, "corrected", digest=digest)
-            sources = _copy_sources(source)
-            events.append(relabelled(revised, same_key, ctx, source.key, source.tags, sources))
-            if source.pinned and not same_key.pinned:
-                events.append(
-                    MemoryPinned(
-                        item_id=same_key.item_id, revision=revised.revision + 1, pinned=True
-                    )
-                )
+            events += holder_revised(
+                same_key,
+                ctx,
+                content=source.content,
+                title=source.title,
+                digest=digest,
+                key=source.key,
+                tags=source.tags,
+                sources=_copy_sources(source),
+                pinned=source.pinned,
+            )
             continue
         copy_id = copy_item_id(base_id, source.item_id)
         if same_key is not None:  # another kind or lifetime: a memory of its own takes the key

@@ -40,12 +40,12 @@ from services.command.rules import (
     check_run_cap,
     check_superseded_by,
     find_item,
+    holder_revised,
     inherited,
-    keeps_lifetime,
     labelled,
     new_revision,
-    relabelled,
     replaced_on_confirm,
+    revises_holder,
     status_change,
     superseded_by,
     transition,
@@ -95,19 +95,20 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
-        # As a new revision of it, when the save is of the same kind and lifetime (a kind is
-        # no revision's: QA, a keyed save as a preference left the memory a note).
-        if existing.kind == cmd.kind and keeps_lifetime(existing, cmd.expires_at, ctx.now):
-            text, title = cmd.content, cmd.title
-            revised = new_revision(existing, text, title, ctx, "corrected", digest=digest)
-            revised = relabelled(revised, existing, ctx, cmd.key, cmd.tags, cmd.sources)
-            # A save that asks for a pin pins it (QA: it was dropped); none unpins it.
-            pin = cmd.pinned and not existing.pinned
-            pinned = [
-                MemoryPinned(item_id=existing.item_id, revision=revised.revision + 1, pinned=True)
-            ]
+        if revises_holder(existing, cmd.kind, cmd.expires_at, ctx.now):
+            revised = holder_revised(
+                existing,
+                ctx,
+                content=cmd.content,
+                title=cmd.title,
+                digest=digest,
+                key=cmd.key,
+                tags=cmd.tags,
+                sources=cmd.sources,
+                pinned=cmd.pinned,
+            )
             links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
-            return [revised, *(pinned if pin else []), *links]
+            return [*revised, *links]
     if not confirmed:
         check_run_cap(state, cmd.run_id, ctx)
     item_id = ctx.new_item_id()

@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from contracts.events import Event, Labels, MemoryRevised, MemoryStatusChanged, Sealed
+from contracts.events import (
+    Event,
+    Labels,
+    MemoryPinned,
+    MemoryRevised,
+    MemoryStatusChanged,
+    Sealed,
+)
 from services.command.context import Context
 from services.command.errors import (
     CandidateLimitReached,
@@ -129,12 +136,36 @@ def check_person_for_text(item: Item, ctx: Context, what: str) -> None:
         )
 
 
-def keeps_lifetime(item: Item, expires_at: datetime | None, now: datetime) -> bool:
-    """Whether a save under an active memory's key may revise it: only when the new fact
-    expires when the memory does, and the memory has not expired. (An expiry belongs to a
-    memory, not to a revision: revised, an expired memory hid the new fact at once, and a
-    save's own expiry was dropped.)"""
-    return item.expires_at == expires_at and not expired(item, now)
+def revises_holder(holder: Item, kind: str, expires_at: datetime | None, now: datetime) -> bool:
+    """Whether a save (or a copy) of a key an active memory holds may revise that memory:
+    only when the new fact is of its kind and expires when it does, and it has not expired.
+    A kind and an expiry belong to a memory, not to a revision (revised, an expired memory
+    hid the new fact at once, and a save's own expiry was dropped; QA: a keyed save as a
+    preference left the memory a note). Otherwise the fact is a memory of its own."""
+    return holder.kind == kind and holder.expires_at == expires_at and not expired(holder, now)
+
+
+def holder_revised(
+    holder: Item,
+    ctx: Context,
+    *,
+    content: str,
+    title: str | None,
+    digest: str,
+    key: str | None,
+    tags: tuple[str, ...],
+    sources: tuple[str, ...],
+    pinned: bool,
+) -> list[Event]:
+    """The key's memory revised by a save or a copy: the new text with the labels it brings
+    (``relabelled``), then a pin when it asks for one; none unpins (QA: a save's pin was
+    dropped)."""
+    revised = new_revision(holder, content, title, ctx, "corrected", digest=digest)
+    revised = relabelled(revised, holder, ctx, key, tags, sources)
+    if not pinned or holder.pinned:
+        return [revised]
+    pin = MemoryPinned(item_id=holder.item_id, revision=revised.revision + 1, pinned=True)
+    return [revised, pin]
 
 
 def expired(item: Item, now: datetime) -> bool:
