@@ -56,7 +56,8 @@ class KeyStore:
         An existing key is reused (a replayed command must seal with the first key), and a
         shredded id never gets a new one: its old ciphertext must stay unreadable."""
         wanted = {k for k, _ in create} | set(fetch)
-        missing = {k for k in wanted if self._cached(k) is None}
+        now = self._clock()  # once a call: it is on every batch's path
+        missing = {k for k in wanted if self._cached(k, now) is None}
         if missing:
             fresh = [
                 (k, org, self._master.wrap(k, self._master.new_data_key()))
@@ -73,7 +74,7 @@ class KeyStore:
                 )
             for row in rows:
                 self._remember(row["key_id"], self._master.unwrap(row["key_id"], row["wrapped"]))
-        return {k: key for k in wanted if (key := self._cached(k)) is not None}
+        return {k: key for k in wanted if (key := self._cached(k, now)) is not None}
 
     async def create_many(self, keys: list[tuple[str, str]]) -> dict[str, bytes]:
         return await self.ensure(keys, set())
@@ -92,7 +93,7 @@ class KeyStore:
         return await self.ensure([], key_ids)
 
     async def get(self, key_id: str) -> bytes:
-        if (cached := self._cached(key_id)) is not None:
+        if (cached := self._cached(key_id, self._clock())) is not None:
             self._cache.move_to_end(key_id)
             return cached
         async with self._pool.acquire() as conn:
@@ -115,13 +116,14 @@ class KeyStore:
     def forget_cached(self, key_id: str) -> None:
         self._cache.pop(key_id, None)
 
-    def _cached(self, key_id: str) -> bytes | None:
-        """The key this process read within ``cache_seconds``, else None (and dropped)."""
+    def _cached(self, key_id: str, now: float) -> bytes | None:
+        """The key this process read within ``cache_seconds`` of ``now``, else None (and
+        dropped)."""
         entry = self._cache.get(key_id)
         if entry is None:
             return None
         key, read_at = entry
-        if self._clock() - read_at > self._cache_seconds:
+        if now - read_at > self._cache_seconds:
             del self._cache[key_id]
             return None
         return key

@@ -194,20 +194,12 @@ def _lag_table(title: str, rows: list[Lag]) -> Table:
 
 
 def service_groups() -> dict[str, str]:
-    """The services' consumer group ids, as their settings (and environment) give them."""
+    """The services' consumer group ids, as their settings (and environment) give them:
+    the command service's, and those of ``service_reads`` by the schema of their table."""
     from services.command.settings import CommandSettings
-    from services.extractor.settings import ExtractorSettings
-    from services.indexer.settings import IndexerSettings
-    from services.projector.settings import ProjectorSettings
 
-    extractor = ExtractorSettings()
-    return {
-        CommandSettings().group_id: "command",
-        ProjectorSettings().group_id: "projector",
-        IndexerSettings().group_id: "indexer",
-        extractor.group_id: "extractor",
-        extractor.events_group_id: "extractor",
-    }
+    groups = {consumer: table.split(".")[0] for table, consumer, _ in service_reads()}
+    return {CommandSettings().group_id: "command", **groups}
 
 
 def service_reads() -> list[tuple[str, str, str]]:

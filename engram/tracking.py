@@ -25,23 +25,19 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from asyncpg.exceptions._base import DataError as ArgumentError
 from prometheus_client import Counter
 
+from engram.faults import UNSTORABLE
 from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
 
 log = get_logger(__name__)
 
-# What Postgres says of a record's data, not of itself (a value out of a column's range, a
-# row past an index's limit): the same record fails the same way every time.
-# (asyncpg raises its own DataError, not exported, for an argument it cannot encode.)
 # On every follower's /metrics (the projector's, the indexer's, the extractor's).
 APPLIED = Counter("engram_records_applied_total", "Records applied, offsets stored", ["service"])
 DEAD_LETTERED = Counter(
     "engram_records_dead_lettered_total", "Records sent to the dead-letter topic", ["service"]
 )
-UNSTORABLE = (asyncpg.DataError, ArgumentError, asyncpg.ProgramLimitExceededError)
 Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
 # The records of one fetch (of one or several partitions), in one transaction.
 BatchHandler = Callable[[asyncpg.Connection, list[Record]], Awaitable[None]]

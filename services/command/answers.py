@@ -77,8 +77,9 @@ MAX_REPLY_BYTES = 256 * 1024
 _LISTS_KEPT = (1_000, 100, 10)
 
 
-def fitted(reply: CommandReply, value: bytes) -> bytes:
-    """The reply's JSON as the reply topic takes it: ``value``, or the reply trimmed."""
+def fitted(reply: CommandReply) -> bytes:
+    """The reply's JSON as the reply topic takes it: whole, or trimmed."""
+    value = reply.model_dump_json().encode()
     if len(value) <= MAX_REPLY_BYTES:
         return value
     if reply.rejection is not None:

@@ -22,9 +22,10 @@ from aiokafka import TopicPartition
 from contracts import topics
 from engram.crypto import MasterKey
 from engram.db import create_pool, migrate, migrate_shared
+from engram.faults import UNSTORABLE
 from engram.kafka import consumer, partition_count
 from engram.keystore import KeyStore
-from engram.tracking import OFFSETS_UPSERT, UNSTORABLE
+from engram.tracking import OFFSETS_UPSERT
 from services.projector.handlers import EventProjector
 from services.projector.settings import ProjectorSettings
 

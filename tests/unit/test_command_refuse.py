@@ -17,7 +17,8 @@ from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from services.command.adapters.batch import NotApplied, Submitted, is_transient
+from engram.faults import is_transient
+from services.command.adapters.batch import NotApplied, Submitted
 from services.command.adapters.writer import PartitionWriter
 from services.command.answers import MAX_REPLY_BYTES, fitted
 from services.command.context import new_item_id
@@ -133,7 +134,7 @@ def test_a_clears_answer_keeps_its_first_thousand_and_counts_the_rest() -> None:
     reply = CommandReply(command_id="cmd-00000001", ok=True, stream_id="acme/member:ana",
                          result={"seq": 9, "receipt": {"erased": erased, "where": ["x"]}},
                          events=[f"{n:036}" for n in range(12_000)])
-    sent = fitted(reply, reply.model_dump_json().encode())
+    sent = fitted(reply)
     assert len(sent) <= MAX_REPLY_BYTES
     body = json.loads(sent)
     receipt = body["result"]["receipt"]

@@ -11,14 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeGuard
 
-import asyncpg
 from aiokafka import ConsumerRecord
-from aiokafka.errors import (
-    KafkaError,
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
 from pydantic import ValidationError
 
 from contracts import topics
@@ -33,27 +26,6 @@ from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.answers import json_errors
 from services.command.context import copy_item_id, new_item_id
 from services.command.state import StreamState
-
-# Faults of the moment (the broker's, the database's, the network's): a batch that meets
-# one is read again, whole; none is ever a command's to be refused for. A record too large
-# for the broker is the command's own (it would be too large again, for good).
-_TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
-# Postgres's classes of the moment: connection (08), rollback (40: serialisation, deadlock),
-# resources (53), operator intervention (57: a restart, "the database system is starting
-# up"); a lock not available (55P03) and a read-only transaction after a failover (25006).
-_TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
-_TRANSIENT_SQLSTATES = frozenset({"55P03", "25006"})
-
-
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, _TOO_LARGE):
-        return False
-    if isinstance(exc, KafkaError | OSError | TimeoutError | asyncpg.InterfaceError):
-        return True
-    if isinstance(exc, asyncpg.PostgresError):
-        state = str(exc.sqlstate or "")
-        return state[:2] in _TRANSIENT_SQLSTATE_CLASSES or state in _TRANSIENT_SQLSTATES
-    return False
 
 
 @dataclass

@@ -28,10 +28,11 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
+from engram.faults import is_transient
 from engram.kafka import consumer
 from engram.keystore import KeyStore, shred
 from engram.logging import get_logger
-from services.command.adapters.batch import Cleanup, Queued, Record, Submitted, is_transient
+from services.command.adapters.batch import Cleanup, Queued, Record, Submitted
 from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)

@@ -27,6 +27,7 @@ from contracts import topics
 from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import TokenVerifier
+from engram.faults import is_transient
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
@@ -37,7 +38,6 @@ from services.command.adapters.batch import (
     Queued,
     Submitted,
     decode,
-    is_transient,
     keys_needed,
     sealed_key_holders,
 )
@@ -307,7 +307,7 @@ class PartitionWriter:
         elif d.named is not None:
             reply = poisoned(*d.named, why)
         try:
-            value = fitted(reply, reply.model_dump_json().encode()) if reply is not None else None
+            value = fitted(reply) if reply is not None else None
         except Exception:  # whatever broke the writer may break its reply too
             value = None
         tp = TopicPartition(topics.COMMANDS, self.partition)
@@ -326,7 +326,7 @@ class PartitionWriter:
         if d.submitted is not None:  # answered in process, once the transaction commits
             self._answers.append((d.submitted, reply))
             return
-        await self._send_reply(reply.command_id, fitted(reply, reply.model_dump_json().encode()))
+        await self._send_reply(reply.command_id, fitted(reply))
 
     async def _send_reply(self, command_id: str, value: bytes) -> None:
         # Reply readers scan every reply partition, so any one will do: ours avoids
