@@ -6,16 +6,18 @@ tables are dictionaries that take the rows as its statements do.)"""
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
 from engram.crypto import MasterKey
-from services.command.adapters.restore import _checkpoint_rows, _stream_of
+from services.command.adapters.restore import UnsafeRow, _checkpoint_rows, _stream_of, loads
 from services.command.core import decide
 from services.command.errors import DomainError
 from services.command.state import StreamState, _item_row, evolve
@@ -46,8 +48,8 @@ class Stored:
     def load(self) -> StreamState:
         ordered = sorted(self.items.values())  # ORDER BY position
         assert [p for p, _ in ordered] == list(range(len(ordered)))
-        rows = [pickle.loads(r) for _, r in ordered]
-        return _stream_of(pickle.loads(self.header), rows, MASTER)
+        rows = [loads(r) for _, r in ordered]
+        return _stream_of(loads(self.header), rows, MASTER)
 
 
 def reloaded(state: StreamState, stored: Stored | None = None) -> StreamState:
@@ -150,13 +152,13 @@ def of_before(state: StreamState) -> StreamState:
 def test_rows_of_before_the_format_still_load() -> None:
     state = keyed(2)
     legacy = of_before(state)
-    whole = pickle.loads(pickle.dumps(legacy))  # a row was the pickled state itself
+    whole = loads(pickle.dumps(legacy))  # a row was the pickled state itself
     # Format 3's item rows: the plain key in the place of its hash, and no labels.
     rows = [(*row[:5], f"key-{n}", *row[6:14])
             for n, row in enumerate(map(_item_row, state.items.values()))]
-    with_items = pickle.loads(  # then the state without items, and every item's row
+    with_items = loads(  # then the state without items, and every item's row
         pickle.dumps((2, replace(state, items={}), rows)))
-    format_3 = pickle.loads(pickle.dumps((3, replace(state, items={}))))
+    format_3 = loads(pickle.dumps((3, replace(state, items={}))))
     for header, item_rows in ((whole, []), (with_items, []), (format_3, rows)):
         loaded = _stream_of(header, item_rows, MASTER)
         for item in loaded.items.values():
@@ -168,3 +170,20 @@ def test_rows_of_before_the_format_still_load() -> None:
         assert_same(reloaded(loaded, stored), state)
         assert stored.written == 2
         assert b"key-1" not in b"".join(r for _, r in stored.items.values())
+
+
+class Gadget:
+    """What a forged row could name: any callable, run as the row loads."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (print, ("ran",))
+
+
+def test_a_row_that_names_another_class_is_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for forged in (pickle.dumps(Gadget()), pickle.dumps((4, [Gadget()])),
+                   pickle.dumps(os.system)):
+        with pytest.raises(UnsafeRow, match=r"names (builtins\.print|posix\.system)"):
+            loads(forged)
+    assert capsys.readouterr().out == ""

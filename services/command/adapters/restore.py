@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import pickle
 import time
 from collections.abc import Collection
@@ -44,6 +45,39 @@ UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
 # key in plain where format 4 keeps its keyed hash (``_hash_keys``).
 ROW_FORMAT = 4
 ItemRecord = tuple[str, str, int, bytes]  # stream_id, item_id, position, pickled row
+# The only classes a checkpoint row may name. A row is read with ``loads``, which refuses
+# any other, so a row written by someone other than the writer (the tables are the owner
+# role's alone) cannot make a restore call arbitrary code, as plain ``pickle.loads`` would.
+ROW_CLASSES = frozenset(
+    {
+        ("services.command.state", "StreamState"),
+        ("services.command.state", "Item"),
+        ("services.command.state", "Revision"),
+        ("services.command.state", "Proposal"),
+        ("contracts.events", "Sealed"),
+        ("datetime", "datetime"),
+        ("datetime", "timezone"),
+        ("datetime", "timedelta"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+    }
+)
+
+
+class UnsafeRow(pickle.UnpicklingError):
+    """A checkpoint row names a class no checkpoint holds."""
+
+
+class _RowUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ROW_CLASSES:
+            raise UnsafeRow(f"a checkpoint row names {module}.{name}, which no checkpoint holds")
+        return super().find_class(module, name)
+
+
+def loads(row: bytes) -> Any:
+    """A checkpoint row's value, refusing any class outside ``ROW_CLASSES``."""
+    return _RowUnpickler(io.BytesIO(row)).load()
 
 
 @dataclass
@@ -95,7 +129,7 @@ class Restorer:
         if row is None:
             return {}, 0, set()
         if row["state"] is not None:  # a whole-partition checkpoint, from before rows
-            states: States = await asyncio.to_thread(pickle.loads, row["state"])
+            states: States = await asyncio.to_thread(loads, row["state"])
             for state in states.values():
                 _hash_keys(state, self._master)
             return states, row["next_offset"], set(states)
@@ -201,9 +235,9 @@ def _unpickle(
 ) -> States:
     rows: dict[str, list[Any]] = {}
     for record in items:
-        rows.setdefault(record["stream_id"], []).append(pickle.loads(record["item"]))
+        rows.setdefault(record["stream_id"], []).append(loads(record["item"]))
     return {
-        r["stream_id"]: _stream_of(pickle.loads(r["state"]), rows.get(r["stream_id"], []), master)
+        r["stream_id"]: _stream_of(loads(r["state"]), rows.get(r["stream_id"], []), master)
         for r in headers
     }
 
