@@ -15,6 +15,7 @@ import uvloop
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -81,6 +82,16 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
     }
 }
+
+
+# How a router's OpenAPI names its authentication: a bearer JWT (``principal_from`` checks
+# it; this only documents it, and refuses nothing itself).
+BEARER = HTTPBearer(
+    auto_error=False,
+    bearerFormat="JWT",
+    description="A token minted by `engram token` in development; HS256, RS256 or JWKS as "
+    "configured.",
+)
 
 
 # No request to any service comes near this: a memory holds at most 4,000 characters.

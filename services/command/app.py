@@ -30,6 +30,7 @@ from services.command.adapters.restore import Restorer
 from services.command.adapters.targets import LinkTargets
 from services.command.adapters.writer import PartitionWriter
 from services.command.handlers import routes
+from services.command.openapi import install_openapi
 from services.command.settings import CommandSettings
 from services.projector.settings import ProjectorSettings
 
@@ -129,4 +130,5 @@ def create_app(
 
     install_health(app, ready)
     app.router.routes.extend(routes)
+    install_openapi(app)
     return app

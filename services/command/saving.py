@@ -20,13 +20,17 @@ from services.command.submit import idempotency_key, read_json, send, submit
 
 # A stream's MEMORY.md import is one command id, so that the writer's idempotency record
 # keeps it from ever happening twice (the first answer comes back, marked duplicate).
+# The fields each route takes (``openapi`` describes them from the command's own).
+IMPORT_FIELDS = ("content", "scope", "expected_version")
+LESSON_FIELDS = ("note", "run_id", "scope", "expected_version")
+INGEST_FIELDS = ("messages", "scope", "related_ids")
 _IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
 
 
 async def import_memory_md(request: Request) -> JSONResponse:
     """A legacy MEMORY.md, imported once per scope as a pinned note (seed 000):
     ``{"content": <the file's text>, "scope": ...}``."""
-    body = _only(await read_json(request), "content", "scope", "expected_version")
+    body = _only(await read_json(request), *IMPORT_FIELDS)
     payload = {
         "content": _memory_md(body),
         "kind": "note",
@@ -64,7 +68,7 @@ def _memory_md(body: dict[str, Any]) -> str:
 async def lesson(request: Request) -> JSONResponse:
     """A thumbs-down's note kept as a lesson (seed 000): a pinned memory of kind lesson, its
     source the run that prompted it (``{"note", "run_id", "scope"}``)."""
-    body = _only(await read_json(request), "note", "run_id", "scope", "expected_version")
+    body = _only(await read_json(request), *LESSON_FIELDS)
     note, run_id = body.get("note"), body.get("run_id")
     if not isinstance(note, str) or not note.strip():
         raise ProblemError(422, "Invalid request", "note: the lesson's text, not empty", "invalid")
@@ -97,7 +101,7 @@ async def ingest(request: Request) -> JSONResponse:
     ``related`` link to each of ``related_ids``). Every message is checked before any is
     sent, so a bad one saves nothing; each answer says what became of its message. An
     ``Idempotency-Key`` makes a retry get the first answers."""
-    body = _only(await read_json(request), "messages", "scope", "related_ids")
+    body = _only(await read_json(request), *INGEST_FIELDS)
     messages = body.get("messages")
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_MESSAGES:
         raise ProblemError(

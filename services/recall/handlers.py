@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Security
 
 from contracts.commands import ScopeChoice
 from contracts.recall import (
@@ -35,12 +35,12 @@ from contracts.recall import (
     UsedIn,
 )
 from engram.auth import Principal, ScopeError
-from engram.http import PROBLEM_RESPONSES, ProblemError, principal_from
+from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
 from services.recall.core import excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
-router = APIRouter(responses=PROBLEM_RESPONSES)
+router = APIRouter(responses=PROBLEM_RESPONSES, dependencies=[Security(BEARER)])
 Status = Literal["active", "disabled", "archived", "candidate"]
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
 

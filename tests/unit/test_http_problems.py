@@ -4,6 +4,7 @@ bodies over the limit (declared or chunked), its own errors."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from unittest.mock import ANY
 
 import httpx
 from fastapi import APIRouter, FastAPI, Request
@@ -160,3 +161,21 @@ def test_recalls_openapi_gives_its_refusals_as_problems() -> None:
     answers = spec["paths"]["/v1/recall"]["post"]["responses"]
     assert "422" not in answers and "HTTPValidationError" not in str(spec)
     assert PROBLEM in answers["4XX"]["content"]
+
+
+def test_recalls_openapi_names_the_bearer_token_its_routes_need() -> None:
+    """Review: it declared no security scheme, so a generated client sent no token."""
+    from services.recall.handlers import router
+
+    app = FastAPI()
+    app.include_router(router)
+    spec = app.openapi()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": ANY,
+    }
+    for path, operations in spec["paths"].items():
+        for operation in operations.values():
+            assert operation["security"] == [{"HTTPBearer": []}], path
