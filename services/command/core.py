@@ -31,6 +31,7 @@ from services.command.errors import (
 from services.command.links import link, related, unlink
 from services.command.proposals import merge, propose, reject, withdraw
 from services.command.rules import (
+    already_held,
     check_base,
     check_key_free,
     check_may_forget,
@@ -92,6 +93,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     )
+    if not confirmed and (holder := state.holding(digest)) is not None:
+        raise already_held(holder, ctx)
     existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)

@@ -75,6 +75,13 @@ class Conflict(DomainError):
     code, status, title = "conflict", 409, "Conflict"
 
 
+class AlreadyHeld(DomainError):
+    """A save that would be a candidate, of text the scope holds already, as a memory or
+    a candidate: a person would only be asked to confirm what is there."""
+
+    code, status, title = "already_held", 409, "Already held"
+
+
 class LinkCapacityExceeded(DomainError):
     """A memory's links would pass a bound (seed 004's ``link_capacity_exceeded``)."""
 

@@ -16,6 +16,7 @@ from contracts.events import (
 )
 from services.command.context import Context
 from services.command.errors import (
+    AlreadyHeld,
     CandidateLimitReached,
     Conflict,
     Forbidden,
@@ -175,6 +176,22 @@ def expired(item: Item, now: datetime) -> bool:
 def superseded_by(item: Item, new_id: str) -> Event:
     """A memory archived for the one that takes its key or its fact."""
     return status_change(item, "archived", superseded_by=new_id)
+
+
+def already_held(holder: Item, ctx: Context) -> AlreadyHeld:
+    """A candidate of text the scope holds: named when the caller may know of it (an active
+    memory, or the caller's own candidate; a teammate's candidate is not the caller's to
+    see)."""
+    if holder.status == "active" or holder.author == ctx.member:
+        return AlreadyHeld(
+            f"this scope holds this text already, as {holder.status} memory "
+            f"{holder.item_id}: it is not proposed again",
+            item_id=holder.item_id,
+            holder_status=holder.status,
+        )
+    return AlreadyHeld(
+        "a candidate in this scope holds this text already: it is not proposed again"
+    )
 
 
 def status_change(item: Item, status: str, superseded_by: str | None = None) -> Event:

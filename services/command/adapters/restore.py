@@ -266,7 +266,7 @@ def _hash_keys(state: StreamState, master: MasterKey) -> None:
         plain = item.__dict__.pop("key", None) or item.__dict__.get("key_hash")
         item.key_hash = master.key_hash(org, plain) if plain is not None else None
         item.__dict__.setdefault("labels", None)
-    state.keyed = None
+    state.keyed = state.held = None
     state.stored = state.touched = None  # the next checkpoint stores every item
 
 
@@ -284,7 +284,9 @@ def _checkpoint_rows(partition: int, states: States, dirty: set[str]) -> Checkpo
     for stream_id in sorted(dirty):
         if (state := states.get(stream_id)) is None:
             continue
-        header = dataclasses.replace(state, items={}, stored=None, touched=None, keyed=None)
+        header = dataclasses.replace(
+            state, items={}, stored=None, touched=None, keyed=None, held=None
+        )
         rows.headers.append(
             (partition, stream_id, pickle.dumps((ROW_FORMAT, header), pickle.HIGHEST_PROTOCOL))
         )

@@ -1,0 +1,98 @@
+"""A save that would be a candidate, of text the scope holds already (an active memory or a
+candidate), is refused: the extractor and agents proposed the same fact again and again,
+and a person was asked to confirm what was there (QA, observations)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import commands as c
+from contracts.events import Event, MemoryRemembered
+from services.command.core import Context, decide
+from services.command.errors import AlreadyHeld, Conflict
+from services.command.state import StreamState, evolve
+from tests.unit.conftest import make_context
+
+AGENT = make_context(is_agent=True)
+TEXT = "The user prefers green tea."
+
+
+def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
+    events = decide(state, cmd, ctx or make_context())
+    for event in events:
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
+    return events
+
+
+def proposed(text: str = TEXT, **kw: object) -> c.RememberMemory:
+    return c.RememberMemory(content=text, candidate=True, extracted=True, **kw)
+
+
+def test_a_candidate_of_an_active_memorys_text_is_refused_naming_the_memory() -> None:
+    state = StreamState("acme/member:ana")
+    [saved] = run(state, c.RememberMemory(content=TEXT))
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, proposed("  the user PREFERS green   tea. "))  # the same text, as hashed
+    assert refused.value.extra == {"item_id": saved.item_id, "holder_status": "active"}
+    assert refused.value.rejection().status == 409
+    with pytest.raises(AlreadyHeld):  # an agent's save without the user's intent too
+        run(state, c.RememberMemory(content=TEXT, user_message="what do I drink?"), AGENT)
+    assert len(state.items) == 1
+
+
+def test_a_second_candidate_of_the_same_text_is_refused_and_counts_toward_no_cap() -> None:
+    state = StreamState("acme/member:ana")
+    [first] = run(state, proposed(run_id="run-1"), AGENT)
+    assert isinstance(first, MemoryRemembered) and first.status == "candidate"
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, proposed(run_id="run-1"), AGENT)
+    assert refused.value.extra["item_id"] == first.item_id
+    assert state.candidates_of("run-1") == 1
+
+
+def test_a_confirmed_save_of_held_text_is_still_the_persons_to_make() -> None:
+    state = StreamState("acme/member:ana")
+    run(state, c.RememberMemory(content=TEXT))
+    [again] = run(state, c.RememberMemory(content=TEXT))
+    assert isinstance(again, MemoryRemembered) and again.status == "active"
+    agent_asked = c.RememberMemory(content=TEXT, user_message=f"Remember: {TEXT}")
+    [asked] = run(state, agent_asked, AGENT)
+    assert isinstance(asked, MemoryRemembered) and asked.status == "active"
+
+
+def test_text_the_scope_no_longer_holds_can_be_proposed_again() -> None:
+    state = StreamState("acme/member:ana")
+    [saved] = run(state, c.RememberMemory(content=TEXT))
+    run(state, c.CorrectMemory(item_id=saved.item_id, base_revision=1, content="Coffee now."))
+    [old_text] = run(state, proposed())  # the memory's text moved on
+    with pytest.raises(AlreadyHeld):
+        run(state, proposed("coffee now."))  # its new text is held
+    run(state, c.ArchiveMemory(item_id=saved.item_id))  # neither active nor a candidate
+    [archived_text] = run(state, proposed("coffee now."))
+    assert archived_text.item_id != saved.item_id
+    run(state, c.DismissCandidate(item_id=old_text.item_id))  # a dismissal forgets it
+    with pytest.raises(Conflict, match="forgotten before"):  # which is asked about first
+        run(state, proposed())
+
+
+def test_a_teammates_candidate_is_not_named() -> None:
+    state = StreamState("acme/shared")
+    ana = make_context(scope="shared", is_agent=True, member="ana")
+    ben = make_context(scope="shared", is_agent=True, member="ben")
+    [mine] = run(state, proposed(scope="shared"), ana)
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, proposed(scope="shared"), ben)
+    assert refused.value.extra == {}
+    assert mine.item_id not in refused.value.detail
+    with pytest.raises(AlreadyHeld) as own:
+        run(state, proposed(scope="shared"), ana)
+    assert own.value.extra["item_id"] == mine.item_id
+
+
+def test_the_index_of_held_text_is_rebuilt_from_the_items_after_a_restore() -> None:
+    state = StreamState("acme/member:ana")
+    [saved] = run(state, c.RememberMemory(content=TEXT))
+    state.held = None  # as a state loaded from its checkpoint rows
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, proposed())
+    assert refused.value.extra["item_id"] == saved.item_id
