@@ -178,19 +178,14 @@ def superseded_by(item: Item, new_id: str) -> Event:
     return status_change(item, "archived", superseded_by=new_id)
 
 
-def already_held(holder: Item, ctx: Context) -> AlreadyHeld:
-    """A candidate of text the scope holds: named when the caller may know of it (an active
-    memory, or the caller's own candidate; a teammate's candidate is not the caller's to
-    see)."""
-    if holder.status == "active" or holder.author == ctx.member:
-        return AlreadyHeld(
-            f"this scope holds this text already, as {holder.status} memory "
-            f"{holder.item_id}: it is not proposed again",
-            item_id=holder.item_id,
-            holder_status=holder.status,
-        )
+def already_held(holder: Item) -> AlreadyHeld:
+    """A candidate of text the scope holds, naming the holder (whoever reads the scope
+    reads its candidates too)."""
     return AlreadyHeld(
-        "a candidate in this scope holds this text already: it is not proposed again"
+        f"this scope holds this text already, as {holder.status} memory {holder.item_id}: "
+        "it is not proposed again",
+        item_id=holder.item_id,
+        holder_status=holder.status,
     )
 
 
