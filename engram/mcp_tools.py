@@ -15,6 +15,10 @@ not merged). The server goes on serving the next line."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -96,12 +100,65 @@ class Engram:
         await self._http.aclose()
 
 
+@dataclass(frozen=True)
+class Run:
+    """What the agent worker says of the run the model acts in: its id (the org's cap on
+    candidates counts per run) and the user's message (an agent's save is confirmed only
+    when it asks for it). Never the model's to say: a tool argument would let the model
+    write its own "Remember this for everyone" (a seed coverage audit)."""
+
+    run_id: str | None = None
+    user_message: str | None = None
+
+    def fields(self) -> dict[str, str]:
+        return _present({"run_id": self.run_id, "user_message": self.user_message})
+
+
+def no_run() -> Run:
+    return Run()
+
+
+def run_file(path: Path) -> Callable[[], Run]:
+    """The run as the worker last wrote it to ``path`` (JSON: ``run_id``, ``user_message``),
+    read at each call that saves; no file, or an empty one, is no run (an agent's saves
+    then wait as candidates)."""
+
+    def read() -> Run:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Run()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(f"the agent's run file {path} cannot be read: {exc}") from exc
+        if not text.strip():
+            return Run()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ToolError(f"the agent's run file {path} is not JSON: {exc}") from exc
+        if (
+            not isinstance(data, dict)
+            or set(data) - {"run_id", "user_message"}
+            or not all(v is None or isinstance(v, str) for v in data.values())
+        ):
+            raise ToolError(
+                f"the agent's run file {path} must be a JSON object of run_id and "
+                "user_message, each a string or null"
+            )
+        return Run(data.get("run_id"), data.get("user_message"))
+
+    return read
+
+
 def build_server(
     token: str,
     command_url: str = "http://127.0.0.1:8081",
     recall_url: str = "http://127.0.0.1:8085",
     timeout: float = 30.0,
+    run: Callable[[], Run] = no_run,
 ) -> MCPServer:
+    """The tools, acting with ``token``; ``run`` gives the run the model acts in (the
+    worker's ``run_file``), which the saving tools send with their commands."""
     api = Engram(token, command_url, recall_url, timeout)
     server = EngramServer(
         "engram",
@@ -118,8 +175,6 @@ def build_server(
         key: str | None = None,
         pinned: StrictBool = False,
         related_ids: list[str] | None = None,
-        user_message: str | None = None,
-        run_id: str | None = None,
     ) -> dict[str, Any]:
         """Save one concise fact, preference, or decision (at most 4,000 characters)."""
         body = {
@@ -130,10 +185,8 @@ def build_server(
             "key": key,
             "pinned": pinned,
             "related_ids": related_ids,
-            "user_message": user_message,
-            "run_id": run_id,
         }
-        return dict(await api.command("/v1/memories", _present(body)))
+        return dict(await api.command("/v1/memories", _present(body) | run().fields()))
 
     @server.tool(name="memory__search")
     async def search(query: str, limit: int = 10) -> dict[str, Any]:
@@ -160,7 +213,7 @@ def build_server(
             "scope": scope,
             "related_ids": related_ids,
         }
-        return dict(await api.command("/v1/memories/ingest", _present(body)))
+        return dict(await api.command("/v1/memories/ingest", _present(body) | run().fields()))
 
     @server.tool(name="memory__update")
     async def update(
@@ -184,7 +237,7 @@ def build_server(
             "scope": scope,
             "related_ids": related_ids,
         }
-        return await _or_propose(api, id, "correct", _present(body), reason)
+        return await _or_propose(api, id, "correct", _present(body) | run().fields(), reason)
 
     @server.tool(name="memory__delete")
     async def delete(id: str) -> dict[str, Any]:

@@ -40,15 +40,24 @@ def mcp(
     token: str = typer.Option(..., envvar="ENGRAM_TOKEN", help="The agent's bearer token."),
     command_url: str = typer.Option("http://127.0.0.1:8081", envvar="ENGRAM_COMMAND_URL"),
     recall_url: str = typer.Option("http://127.0.0.1:8085", envvar="ENGRAM_RECALL_URL"),
+    run_file: Path | None = typer.Option(
+        None,
+        envvar="ENGRAM_RUN_FILE",
+        help="A file the agent worker writes before each run: JSON with the run's run_id "
+        "and the user's message (user_message), sent with every save. Without it an "
+        "agent's saves wait as candidates.",
+    ),
 ) -> None:
     """Serve Engram's memory tools (memory__remember, memory__search, …) over MCP on stdin
     and stdout, acting with the token: what an agent runtime launches as its memory."""
-    from engram.mcp_tools import build_server
+    from engram.mcp_tools import build_server, no_run
+    from engram.mcp_tools import run_file as reading
 
     if (problem := token_problem(token)) is not None:  # fail now, not at every call
         err.print(f"error: --token / ENGRAM_TOKEN: {problem}")
         raise typer.Exit(2)
-    build_server(token, command_url, recall_url).run("stdio")
+    run = no_run if run_file is None else reading(run_file)
+    build_server(token, command_url, recall_url, run=run).run("stdio")
 
 
 def token_problem(token: str) -> str | None:

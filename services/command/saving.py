@@ -23,7 +23,7 @@ from services.command.submit import idempotency_key, read_json, send, submit
 # The fields each route takes (``openapi`` describes them from the command's own).
 IMPORT_FIELDS = ("content", "scope", "expected_version")
 LESSON_FIELDS = ("note", "run_id", "scope", "expected_version")
-INGEST_FIELDS = ("messages", "scope", "related_ids")
+INGEST_FIELDS = ("messages", "scope", "related_ids", "run_id", "user_message")
 _IMPORT_NAMESPACE = uuid.UUID("3b0c9f4e-5d2a-4e61-8f0b-7c1d2e3f4a5b")
 
 
@@ -97,8 +97,9 @@ MAX_MESSAGES = 50
 
 async def ingest(request: Request) -> JSONResponse:
     """Recent messages saved as memories, one each (seed 004's ingest): ``{"messages":
-    [{"content", "kind"?, "id"?}], "scope"?, "related_ids"?}`` (each memory gets a
-    ``related`` link to each of ``related_ids``). Every message is checked before any is
+    [{"content", "kind"?, "id"?}], "scope"?, "related_ids"?, "run_id"?, "user_message"?}``
+    (each memory gets a ``related`` link to each of ``related_ids``; an agent's run id and
+    user message count for every message, as a save's do). Every message is checked before any is
     sent, so a bad one saves nothing; each answer says what became of its message. An
     ``Idempotency-Key`` makes a retry get the first answers."""
     body = _only(await read_json(request), *INGEST_FIELDS)
@@ -107,8 +108,10 @@ async def ingest(request: Request) -> JSONResponse:
         raise ProblemError(
             422, "Invalid request", f"messages: a list of 1 to {MAX_MESSAGES}", "invalid"
         )
-    scope, related = body.get("scope", "private"), body.get("related_ids")
-    payloads = [_message(i, m, scope, related) for i, m in enumerate(messages)]
+    shared = {"scope": body.get("scope", "private")} | {
+        k: body[k] for k in ("related_ids", "run_id", "user_message") if body.get(k) is not None
+    }
+    payloads = [_message(i, m, shared) for i, m in enumerate(messages)]
     key = idempotency_key(request)
     ids = [
         str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) if key else None
@@ -135,7 +138,9 @@ def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:
     return body
 
 
-def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, Any]:
+def _message(index: int, message: Any, shared: dict[str, Any]) -> dict[str, Any]:
+    """One message's command: its content, kind and id (a source), with the fields every
+    message shares (scope, related_ids, and an agent's run_id and user_message)."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), str):
         raise ProblemError(
             422, "Invalid request", f"messages[{index}]: an object with content", "invalid"
@@ -149,11 +154,9 @@ def _message(index: int, message: Any, scope: Any, related: Any) -> dict[str, An
             "invalid",
             index=index,
         )
-    payload = {"content": message["content"], "kind": message.get("kind", "note"), "scope": scope}
+    payload = {"content": message["content"], "kind": message.get("kind", "note"), **shared}
     if message.get("id") is not None:  # a source, checked as one (QA: a number was dropped)
         payload["sources"] = [message["id"]]
-    if related is not None:
-        payload["related_ids"] = related
     try:
         c.RememberMemory.model_validate(payload)
     except ValidationError as exc:
