@@ -21,7 +21,10 @@ NEGATION = re.compile(
 # a full-width one, a prime, an acute accent, a backtick) read as "'" (QA: "Don\u2019t
 # remember..." with U+2019 saved a confirmed fact).
 APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`", "'"))
-EVERYONE = re.compile(r"\b(all|every\w*|teammates?|profile)\b", re.IGNORECASE)
+# Seed 000's words for everyone: "all", "every", "teammates", "profile" (and "everyone",
+# "everybody"; not "everything" or "everywhere", which name no people: a seed coverage
+# audit).
+EVERYONE = re.compile(r"\b(all|every(one|body)?|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")
 STOPWORDS = frozenset(
     "a an the is are was were be to of and or in on at for my our i we you that this "
@@ -34,11 +37,17 @@ def _words(text: str) -> list[str]:
 
 
 def content_in_message(content: str, message: str) -> bool:
-    """The saved content appears in the message: verbatim, or every content word does."""
-    if " ".join(_words(content)) in " ".join(_words(message)):
+    """The saved content appears in the message: verbatim, or its words but the small ones
+    in the message in the same order. Order counts: a fact with its words turned round
+    ("Ana likes tea, not coffee" from "Ana likes coffee, not tea", or "the budget is 2000
+    EUR" from "the budget is 1500 EUR, the deadline is 2000 days away") is no fact the
+    message gave (a seed coverage audit)."""
+    said = _words(message)
+    if " ".join(_words(content)) in " ".join(said):
         return True
-    wanted = {w for w in _words(content) if w not in STOPWORDS}
-    return bool(wanted) and wanted <= set(_words(message))
+    wanted = [w for w in _words(content) if w not in STOPWORDS]
+    remaining = iter(said)
+    return bool(wanted) and all(w in remaining for w in wanted)  # a subsequence
 
 
 def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bool:

@@ -35,6 +35,19 @@ from services.command.confirm import user_asked_to_save
         ("Please remember: we\u2019re flying on Friday", "We're flying on Friday", False, True),
         ("Don\u00b4t remember that my PIN is 1234", "my PIN is 1234", False, False),
         ("never forget to remember that I like tea", "I like tea", False, True),
+        # Seed coverage audit: the content's words must come in the message's order, and
+        # "everything" names nobody.
+        ("Remember that Ana likes coffee, not tea", "Ana likes tea, not coffee", False, False),
+        ("Remember: the budget is 1500 EUR, the deadline is 2000 days away",
+         "The budget is 2000 EUR", False, False),
+        ("Remember: the budget is 1500 EUR, the deadline is 2000 days away",
+         "Budget 1500 EUR", False, True),
+        ("Please save that my cat, a tabby, is called Miso", "My cat is called Miso", False,
+         True),
+        ("Remember everything I said: the offsite is in Porto", "the offsite is in Porto",
+         True, False),
+        ("Remember for everyone: the offsite is in Porto", "the offsite is in Porto", True,
+         True),
     ],
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:
