@@ -38,6 +38,7 @@ from services.command.rules import (
     check_not_forgotten,
     check_owner,
     check_person_for_text,
+    check_person_to_enable,
     check_run_cap,
     check_superseded_by,
     find_item,
@@ -235,6 +236,7 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
             memory_status=item.status,
         )
     if before == "active":
+        check_person_to_enable(item, ctx)
         check_key_free(state, item)
     return [status_change(item, before)]
 
@@ -253,7 +255,10 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
         if cmd.disabled
         else {"disabled": "active", "active": "active"}
     )
-    check_owner(find_item(state, cmd.item_id), ctx)
+    item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
+    if not cmd.disabled:
+        check_person_to_enable(item, ctx)
     return transition(state, cmd.item_id, allowed)
 
 

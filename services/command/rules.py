@@ -137,6 +137,17 @@ def check_person_for_text(item: Item, ctx: Context, what: str) -> None:
         )
 
 
+def check_person_to_enable(item: Item, ctx: Context) -> None:
+    """A disabled memory (seed 002's retracted entry) stays so until a person brings it
+    back: an agent may not enable it, by enable or by undoing its disabling (a seed coverage
+    audit)."""
+    if ctx.is_agent and item.status == "disabled":
+        raise Forbidden(
+            f"memory {item.item_id} is disabled: only a person can enable it again",
+            item_id=item.item_id,
+        )
+
+
 def revises_holder(holder: Item, kind: str, expires_at: datetime | None, now: datetime) -> bool:
     """Whether a save (or a copy) of a key an active memory holds may revise that memory:
     only when the new fact is of its kind and expires when it does, and it has not expired.

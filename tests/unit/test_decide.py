@@ -423,3 +423,21 @@ def test_a_forgotten_memory_keeps_no_key_in_the_writers_state() -> None:
     forgotten = state.items[item]
     assert forgotten.key_hash is None and forgotten.labels is None
     assert state.active_by_key("k:wifi hunter2") is None
+
+
+def test_a_disabled_memory_stays_so_until_a_person_enables_it() -> None:
+    """Seed 002: retracted entries stay retracted; only a person can bring one back (a seed
+    coverage audit: an agent could enable, or undo the disabling)."""
+    state = StreamState("acme/member:ana")
+    agent = make_context(is_agent=True)
+    item = remembered(state)
+    run(state, c.DisableMemory(item_id=item, disabled=True), agent)  # an agent may retract
+    with pytest.raises(Forbidden, match="only a person can enable it again"):
+        run(state, c.DisableMemory(item_id=item, disabled=False), agent)
+    with pytest.raises(Forbidden, match="only a person"):
+        run(state, c.UndoChange(item_id=item, base_revision=2), agent)
+    [enabled] = run(state, c.UndoChange(item_id=item, base_revision=2))  # a person may
+    assert isinstance(enabled, MemoryStatusChanged) and enabled.status == "active"
+    run(state, c.ArchiveMemory(item_id=item), agent)
+    [back] = run(state, c.UnarchiveMemory(item_id=item), agent)  # seed 004: restored at once
+    assert isinstance(back, MemoryStatusChanged) and back.status == "active"
