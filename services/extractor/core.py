@@ -39,6 +39,11 @@ QUOTES = str.maketrans(
 WORD = re.compile(r"\w+")
 
 
+# The scopes whose memory is one person's: a candidate's key is kept there only. Elsewhere
+# two members' "my dentist" would be one key, and confirming Bob's would archive Ana's.
+ONE_PERSONS = frozenset({"private", "session"})
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One proposed memory and the words of the user's message it rests on."""
@@ -46,6 +51,10 @@ class Candidate:
     content: str
     kind: Kind
     evidence: str
+    # The fact's name ("my dentist"), the same for the same fact in any later message: a
+    # person's confirm of a new value then archives the old one (seed 002: one change per
+    # key). None: a fact with no name the rules or the model could give.
+    key: str | None = None
 
 
 def normalise(text: str) -> str:
@@ -142,6 +151,7 @@ def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> Re
         scope=turn.scope,
         content=candidate.content,
         kind=candidate.kind,
+        key=candidate.key if turn.scope in ONE_PERSONS else None,
         tags=("extracted", "ai" if method == "ai" else "rules"),
         sources=tuple(dict.fromkeys((turn.turn_id, *turn.sources))),
         user_message=turn.user_message,

@@ -15,12 +15,14 @@ from contracts.commands import Kind
 from services.extractor.core import MAX_CANDIDATES, Candidate
 
 EXTRACTABLE: frozenset[str] = frozenset(get_args(Kind)) - {"lesson"}
+MAX_KEY = 100  # a name, not a sentence (a command's key may hold up to MAX_TITLE)
 FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 SYSTEM_PROMPT = f"""\
 You propose long-term memories about the user from one message the user wrote.
 Reply with JSON only, in this shape:
-{{"candidates": [{{"content": "...", "kind": "preference", "evidence": "..."}}]}}
+{{"candidates": [{{"content": "...", "kind": "preference", "evidence": "...",
+"key": "..."}}]}}
 
 Rules:
 - At most {MAX_CANDIDATES} candidates; an empty list is a good answer.
@@ -31,6 +33,9 @@ Rules:
 - content is one short self-contained sentence.
 - evidence is an exact quote copied from the user's message that supports the
   content. Candidates whose evidence is not in the message are discarded.
+- key names the one thing the content gives a value to, in a few lowercase words
+  ("dentist", "trip budget", "preferred editor"), the same key for the same thing
+  whenever it comes up again; null when the content names no single thing.
 - Never keep passwords, keys, tokens, codes or links that give access.
 """
 
@@ -71,9 +76,13 @@ def _candidate(entry: Any) -> Candidate | None:
     content, evidence, kind = entry.get("content"), entry.get("evidence"), entry.get("kind")
     if not isinstance(content, str) or not isinstance(evidence, str):
         return None
-    # An unknown kind is still a memory: keep it as a note for the person to sort.
+    key = entry.get("key")
+    key = " ".join(key.casefold().split()) if isinstance(key, str) else ""
+    # An unknown kind is still a memory: keep it as a note for the person to sort; a key
+    # that is no short name is left out (the memory is kept without one).
     return Candidate(
         content=" ".join(content.split()),
         kind=kind if kind in EXTRACTABLE else "note",
         evidence=evidence,
+        key=key if 0 < len(key) <= MAX_KEY else None,
     )

@@ -68,6 +68,9 @@ NOT_A_FACT = re.compile(
     CI,
 )
 ASK = r"(?:(?:can|could|would|will) you\s+)?"
+# What a keyed statement names: the words between "my" and its first "is" or "are".
+KEYED = re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)\s+(?:is|are)\s", CI)
+CALL_ME = re.compile(r"^call me\b", CI)
 
 
 @dataclass(frozen=True)
@@ -205,11 +208,23 @@ def _candidate(statement: str) -> Candidate | None:
     if rule.keeps == "statement":
         if rule.name in STATES_A_THING and NEGATES.search(_stated(found)):
             return None
-        return Candidate(content=sentence(body), kind=rule.kind or "fact", evidence=statement)
+        content = sentence(body)
+        return Candidate(content, rule.kind or "fact", statement, _key(content))
     rest = found.group("rest")
     if WH_WORD.match(rest):  # "remember when we …" recalls, it does not ask to keep
         return None
-    return Candidate(content=sentence(rest), kind=rule.kind or _kind_of(rest), evidence=statement)
+    content = sentence(rest)
+    return Candidate(content, rule.kind or _kind_of(rest), statement, _key(content))
+
+
+def _key(content: str) -> str | None:
+    """The name of the one thing a statement gives a value to: "my dentist" for "My
+    dentist is Dr. Molar", "my wife's name" for "My wife's name is Anna", "what to call me"
+    for "Call me Sam"; None for the rest, which name no one thing ("I like tea" and "I like
+    jazz" are two facts)."""
+    if (named := KEYED.match(content)) is not None:
+        return "my " + " ".join(named.group("subject").casefold().split())
+    return "what to call me" if CALL_ME.match(content) else None
 
 
 def _stated(found: re.Match[str]) -> str:

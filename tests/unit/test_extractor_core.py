@@ -222,3 +222,20 @@ def test_a_candidate_must_say_what_its_evidence_says() -> None:
     unrelated = Candidate("The user's wife has cancer.", "fact", "I prefer tea in the morning")
     related = Candidate("Prefers tea in the morning.", "preference", "I prefer tea in the morning")
     assert select([unrelated, related], message) == [related]
+
+
+def test_a_keyed_candidate_keeps_its_key_in_one_persons_scope_only() -> None:
+    """Seed 002: one change per key, so a new value of a named fact replaces the old one
+    when a person confirms it. In a scope of several members, two members' "my dentist"
+    would be one key: there the candidate has none."""
+    keyed = [Candidate("My dentist is Dr. Fang.", "fact", "My dentist is Dr. Fang", "my dentist")]
+    for scope, stream, expected in (
+        ("private", "acme/member:ana", "my dentist"),
+        ("session", "acme/session:s1", "my dentist"),
+        ("shared", "acme/shared", None),
+        ("project", "acme/project:p", None),
+    ):
+        [envelope] = proposals(
+            turn().model_copy(update={"scope": scope}), key(stream), "rules", keyed, NOW
+        )
+        assert RememberMemory.model_validate(envelope.payload).key == expected, scope

@@ -265,3 +265,26 @@ def test_a_sentence_still_ends_after_an_abbreviation_that_can_end_one(
     message: str, expected: list[str]
 ) -> None:
     assert statements(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "key"),
+    [
+        ("My dentist is Dr. Molar on Elm street.", "my dentist"),
+        ("My wife's name is Anna.", "my wife's name"),  # not "my wife"
+        ("My  Favourite Colour is blue.", "my favourite colour"),
+        ("Remember that my trip budget is 2000 EUR.", "my trip budget"),
+        ("Call me Sam.", "what to call me"),
+        ("My wife's a doctor.", None),  # names no one thing by "is"
+        ("I prefer tea.", None),  # two preferences are two facts
+        ("We decided to ship on Tuesdays.", None),
+    ],
+)
+def test_a_statement_that_gives_a_named_thing_a_value_is_keyed_by_its_name(
+    message: str, key: str | None
+) -> None:
+    """Seed 002: one change per key, so "my dentist is Dr. Fang" later replaces "my dentist
+    is Dr. Molar" once a person confirms it (a seed coverage audit: extraction made no
+    keys)."""
+    [candidate] = rule_candidates(message)
+    assert candidate.key == key
