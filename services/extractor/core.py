@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import ValidationError
 
-from contracts.commands import MAX_CONTENT, Kind, RememberMemory
+from contracts.commands import LASTING_KINDS, MAX_CONTENT, Kind, RememberMemory
 from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope
 from services.extractor.access import gives_access
@@ -170,6 +170,10 @@ def proposals(
     """The command envelopes for a turn, acting with the turn's own token."""
     envelopes = []
     for index, candidate in enumerate(candidates):
+        if turn.scope == "agent" and candidate.kind not in LASTING_KINDS:
+            # Seed 002: an agent's memory keeps only lasting experience; facts of one task
+            # stay in the session's (a seed coverage audit).
+            continue
         try:
             command = proposal(turn, candidate, method)
         except ValidationError:  # a model's text no command takes (a NUL, say): dropped

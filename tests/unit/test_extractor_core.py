@@ -239,3 +239,19 @@ def test_a_keyed_candidate_keeps_its_key_in_one_persons_scope_only() -> None:
             turn().model_copy(update={"scope": scope}), key(stream), "rules", keyed, NOW
         )
         assert RememberMemory.model_validate(envelope.payload).key == expected, scope
+
+
+def test_an_agents_memory_is_proposed_only_lasting_experience() -> None:
+    """Seed 002: agent memory keeps procedures, preferences and decisions; a fact of one
+    task stays in the session's memory (a seed coverage audit)."""
+    found = [
+        Candidate("The build is red today.", "fact", "The build is red today"),
+        Candidate("Always run the linter first.", "procedure", "Always run the linter first"),
+        Candidate("Prefers short answers.", "preference", "short answers"),
+    ]
+    agent_turn = turn().model_copy(update={"scope": "agent"})
+    kept = proposals(agent_turn, key("acme/agent:helper"), "rules", found, NOW)
+    assert [RememberMemory.model_validate(e.payload).kind for e in kept] == [
+        "procedure", "preference"]
+    assert len({e.command_id for e in kept}) == 2
+    assert len(proposals(turn(), key("acme/member:ana"), "rules", found, NOW)) == 3
