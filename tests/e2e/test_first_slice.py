@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, EventEnvelope
 from engram.kafka import partition_count
+from services.recall.core import PREAMBLE
 from tests.conftest import caller
 from tests.support import eventually, new_command_id, read_replies, send_commands
 
@@ -67,7 +68,8 @@ async def test_http_remember_reaches_recall_through_kafka_and_postgres(
         packet = (await http.post(f"{services['recall']}/v1/recall", headers=ana.headers,
                                   json={"query": "how much is the trip budget?"})).json()
     assert [i["id"] for i in packet["items"]] == [item["item_id"]]
-    assert packet["packet"].startswith(f"[memory:{item['item_id']}@1; member:ana; fact]")
+    assert packet["packet"].startswith(
+        f"{PREAMBLE}\n\n[memory:{item['item_id']}@1; member:ana; fact]")
     assert text in packet["packet"] and packet["context_id"]
     print(f"recall packet:\n{packet['packet']}")
 

@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from services.recall.core import PREAMBLE
 from tests.conftest import Caller, caller
 from tests.support import eventually
 
@@ -64,7 +65,8 @@ async def test_pinned_first_headers_and_the_6000_character_cut(client: Client) -
     ids = [i["id"] for i in packet["items"]]
     assert ids[0] == pinned["item_id"] and packet["items"][0]["why"][0] == "pinned"
     assert len(packet["packet"]) <= 6000 and packet["omitted"] == 2
-    assert packet["packet"].startswith(f"[memory:{pinned['item_id']}@1; member:ana; procedure]")
+    assert packet["packet"].startswith(
+        f"{PREAMBLE}\n\n[memory:{pinned['item_id']}@1; member:ana; procedure]")
     for entry in packet["items"][1:]:  # every entry that is in the packet is there whole
         body = next(m for m in long if m["item_id"] == entry["id"])
         assert f"[memory:{body['item_id']}@1; member:ana; note]" in packet["packet"]

@@ -7,7 +7,9 @@ import math
 import pytest
 
 from services.recall.core import (
+    AGENT_PRIVACY,
     EXCERPT_WORDS,
+    PREAMBLE,
     Candidate,
     Ranked,
     TermStats,
@@ -168,3 +170,18 @@ def test_an_inflected_query_word_finds_its_passage() -> None:
     """Full text stems "databases" to match "database": the excerpt does the same (QA)."""
     content = "alpha " * 150 + "the payments database is read-only at night " + "omega " * 150
     assert "payments database" in excerpt(content, "databases", size=400).text
+
+
+def test_a_packet_says_memory_is_past_evidence_and_the_instructions_win() -> None:
+    """Seed 002: the text tells the model that memory is past evidence and that current
+    instructions win; an agent's memory, which every member who uses the agent shares,
+    comes with its rule of privacy (a seed coverage audit: packets said neither)."""
+    packet = build_packet([Ranked(item(1, "Ana likes tea."))], 6000)
+    assert packet.text == f"{PREAMBLE}\n\n[memory:i1@1; shared; fact]\nAna likes tea."
+    assert "current instructions, they win" in PREAMBLE and AGENT_PRIVACY not in packet.text
+    agents = build_packet([Ranked(item(1)), Ranked(item(2, scope="agent:helper"))], 6000)
+    assert agents.text.startswith(f"{PREAMBLE}\n{AGENT_PRIVACY}\n\n")
+    # The preamble counts toward the budget: an entry that fits only without it is left out.
+    exact = len("[memory:i1@1; shared; fact]\n") + 100
+    assert build_packet([Ranked(item(1, "y" * 100))], exact).entries == []
+    assert build_packet([Ranked(item(1, "y" * 100))], exact + len(PREAMBLE) + 2).entries
