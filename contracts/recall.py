@@ -142,6 +142,11 @@ class OrgPolicy(BaseModel):
     # How many candidates one agent run may propose in a scope (seed 001: three); None:
     # no cap (seed 000). Past it, a save that would be a candidate is refused (429).
     max_candidates_per_run: StrictInt | None = Field(default=MAX_CANDIDATES_PER_RUN, ge=1, le=1000)
+    # How many memories one scope may hold (active, candidate, disabled or archived: all
+    # but the forgotten), so no runaway caller grows one without bound (seed 004: storage
+    # quotas protect the service); None: no quota. Past it, a command that would add one
+    # is refused (429).
+    max_memories_per_scope: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
     # Whether the extractor learns into agents' memory from their turns (seed 002's
     # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
     agent_memory: StrictBool = True

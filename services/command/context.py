@@ -51,6 +51,8 @@ class Context:
     keep_revisions: int | None = None
     # The org's cap on the candidates one run proposes in a scope (None: no cap).
     max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
+    # The org's quota of memories per scope, all but the forgotten (None: no quota).
+    max_memories_per_scope: int | None = None
     # A promotion's or a fork's source memories, read by the writer, and the session the
     # token's session forks.
     copies: tuple[Copy, ...] = ()

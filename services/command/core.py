@@ -39,6 +39,7 @@ from services.command.rules import (
     check_owner,
     check_person_for_text,
     check_person_to_enable,
+    check_quota,
     check_run_cap,
     check_superseded_by,
     find_item,
@@ -67,6 +68,8 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
         )
     handler = _HANDLERS[type(cmd)]
     events = handler(state, cmd, ctx)
+    if ctx.max_memories_per_scope is not None:
+        check_quota(state, events, ctx.max_memories_per_scope)
     return events + _pruned(state, events, ctx.keep_revisions)
 
 

@@ -94,6 +94,13 @@ class CandidateLimitReached(DomainError):
     code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
 
 
+class MemoryQuotaReached(DomainError):
+    """The scope holds as many memories as the org's quota allows (seed 004's storage
+    quotas): nothing more is added until some are forgotten or the quota is raised."""
+
+    code, status, title = "memory_quota_reached", 429, "The scope is full"
+
+
 class NotDecidable(DomainError):
     """A command that broke the writer in a way no rule names (its record is also
     dead-lettered, for a look): refused alone, the rest of its batch goes on."""

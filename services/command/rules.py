@@ -10,6 +10,7 @@ from contracts.events import (
     Event,
     Labels,
     MemoryPinned,
+    MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
     Sealed,
@@ -22,6 +23,7 @@ from services.command.errors import (
     Forbidden,
     Gone,
     InvalidCommand,
+    MemoryQuotaReached,
     NotFound,
     ProposalRequired,
 )
@@ -145,6 +147,23 @@ def check_person_to_enable(item: Item, ctx: Context) -> None:
         raise Forbidden(
             f"memory {item.item_id} is disabled: only a person can enable it again",
             item_id=item.item_id,
+        )
+
+
+def check_quota(state: StreamState, events: list[Event], quota: int) -> None:
+    """A command that adds memories to a scope that would then hold more than the org's
+    quota is refused whole (a promotion's copies too); one that adds none always passes,
+    so a full scope can still be corrected, archived and forgotten."""
+    added = sum(
+        1 for e in events if isinstance(e, MemoryRemembered) and e.item_id not in state.items
+    )
+    if added and state.memories() + added > quota:
+        raise MemoryQuotaReached(
+            f"this scope holds {state.memories()} memories and the org's quota is {quota} "
+            f"(max_memories_per_scope); this command would add {added}: forget some, or ask "
+            "an admin to raise the quota",
+            memories=state.memories(),
+            max_memories_per_scope=quota,
         )
 
 

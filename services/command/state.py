@@ -136,6 +136,9 @@ class StreamState:
     # until the first candidate; a cache, as ``keyed``): a candidate of text the stream
     # holds is refused without a scan.
     held: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
+    # How many of ``items`` are not forgotten (None until the first use under a quota; a
+    # cache, as ``keyed``).
+    live: int | None = field(default=None, compare=False, repr=False)
 
     def candidates_of(self, run_id: str) -> int:
         return (self.run_candidates or {}).get(run_id, 0)
@@ -186,6 +189,12 @@ class StreamState:
             if (item := self.items[item_id]).status == "active":
                 return item
         return None
+
+    def memories(self) -> int:
+        """How many memories the stream holds: all but the forgotten (a quota counts them)."""
+        if self.live is None:
+            self.live = sum(1 for item in self.items.values() if item.status != "forgotten")
+        return self.live
 
     def holding(self, digest: str) -> Item | None:
         """The active memory or candidate whose current text has this hash, if one does."""
@@ -260,8 +269,10 @@ def _keep_newest(entries: dict[str, Any], kept: int) -> None:
 
 def _remembered(state: StreamState, e: MemoryRemembered) -> None:
     if e.item_id in state.items:  # saved again under its id (not by this writer)
-        state.keyed = state.held = None  # rebuilt at their next use
+        state.keyed = state.held = state.live = None  # rebuilt at their next use
     else:
+        if state.live is not None:
+            state.live += 1
         if e.key_hash is not None and state.keyed is not None:
             state.keyed.setdefault(e.key_hash, []).append(e.item_id)
         if state.held is not None:
@@ -316,6 +327,8 @@ def _status(state: StreamState, e: MemoryStatusChanged) -> None:
 
 def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     item = state.items[e.item_id]
+    if state.live is not None and item.status != "forgotten":
+        state.live -= 1
     state.forgotten_hashes.update(e.content_hashes)
     # Keep only the tombstone: no sealed text survives in the writer either.
     item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None

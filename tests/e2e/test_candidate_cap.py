@@ -61,3 +61,33 @@ async def test_the_orgs_policy_sets_the_cap_or_none(services: dict[str, str]) ->
                              headers=caller(org=one.org, roles=("admin",)).headers,
                              json={"max_candidates_per_run": 0})
         assert bad.status_code == 422
+
+
+async def test_the_orgs_quota_of_memories_per_scope(services: dict[str, str]) -> None:
+    """Seed 004: storage quotas protect the service (a seed coverage audit found none)."""
+    command, recall = services["command"], services["recall"]
+    ana = caller()
+    async with httpx.AsyncClient(timeout=10) as http:
+        # Set before the org's first command, so the writer reads it fresh.
+        await set_policy(http, recall, ana.org, max_memories_per_scope=2,
+                         max_candidates_per_run=3)
+        saved = []
+        for n in range(2):
+            r = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                                json={"content": f"Fact {n}."})
+            assert r.status_code == 201, r.text
+            saved.append(r.json()["item_id"])
+        full = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                               json={"content": "Fact 2."})
+        assert full.status_code == 429, full.text
+        assert (full.json()["code"], full.json()["max_memories_per_scope"]) == (
+            "memory_quota_reached", 2)
+        other_scope = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                                      json={"content": "Fact 2.", "scope": "shared"})
+        assert other_scope.status_code == 201, other_scope.text  # per scope
+        forgot = await http.post(f"{command}/v1/memories/{saved[0]}/forget",
+                                 headers=ana.headers, json={})
+        assert forgot.status_code == 200, forgot.text
+        fits = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                               json={"content": "Fact 2."})
+        assert fits.status_code == 201, fits.text

@@ -18,12 +18,13 @@ async def test_an_orgs_limits_as_set_else_the_defaults(pool: asyncpg.Pool) -> No
     strict, silent = f"org-{uuid.uuid4().hex[:8]}", f"org-{uuid.uuid4().hex[:8]}"
     await pool.execute(
         "INSERT INTO recall.org_policies (org, policy, keep_revisions, max_candidates_per_run,"
-        " updated_by) VALUES ($1, 'hybrid', 2, NULL, 'root')",
+        " max_memories_per_scope, updated_by) VALUES ($1, 'hybrid', 2, NULL, 40, 'root')",
         strict,
     )
     cached = OrgPolicies(pool, ttl=3600)
     limits = await cached.limits({strict, silent})
-    assert limits[strict] == OrgLimits(keep_revisions=2, max_candidates_per_run=None)
+    assert limits[strict] == OrgLimits(
+        keep_revisions=2, max_candidates_per_run=None, max_memories_per_scope=40)
     assert limits[silent] == OrgLimits(None, MAX_CANDIDATES_PER_RUN)
 
     await pool.execute(

@@ -104,8 +104,13 @@ async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall
     first = await recall.put_policy({"max_items": 5, "keep_revisions": 3}, "admin")
     assert first.status_code == 200, first.text
     defaults = {"policy": "hybrid", "max_chars": None, "session_use": True,
-                "session_generate": True, "max_candidates_per_run": 3, "agent_memory": True}
+                "session_generate": True, "max_candidates_per_run": 3, "agent_memory": True,
+                "max_memories_per_scope": None}
     assert first.json() == {**defaults, "max_items": 5, "keep_revisions": 3}
+    quota = await recall.put_policy({"max_memories_per_scope": 500}, "admin")
+    assert quota.json() == {**first.json(), "max_memories_per_scope": 500}
+    first = await recall.put_policy({"max_memories_per_scope": None}, "admin")
+    assert first.json()["max_memories_per_scope"] is None
 
     uncapped = await recall.put_policy({"max_candidates_per_run": None}, "admin")
     assert uncapped.json() == {**first.json(), "max_candidates_per_run": None}

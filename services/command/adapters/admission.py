@@ -120,6 +120,7 @@ def context_for(
         member=principal.member,
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,
+        max_memories_per_scope=limits.max_memories_per_scope,
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

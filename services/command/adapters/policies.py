@@ -1,5 +1,5 @@
-"""The orgs' policies that the writer decides with: revision retention and the cap on a
-run's candidates.
+"""The orgs' policies that the writer decides with: revision retention, the cap on a
+run's candidates and the quota of memories per scope.
 
 An admin sets them with the org's policy (recall's ``PUT /v1/policy``, table
 ``recall.org_policies``). The writer reads them for the orgs of a batch, at most once per
@@ -27,6 +27,8 @@ class OrgLimits:
     keep_revisions: int | None = None
     # Candidates one run may propose in a scope (None: no cap).
     max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
+    # Memories one scope may hold, all but the forgotten (None: no quota).
+    max_memories_per_scope: int | None = None
 
 
 KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
@@ -54,7 +56,7 @@ class OrgPolicies:
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
         try:
             rows = await self._pool.fetch(
-                "SELECT org, keep_revisions, max_candidates_per_run "
+                "SELECT org, keep_revisions, max_candidates_per_run, max_memories_per_scope "
                 "FROM recall.org_policies WHERE org = ANY($1)",
                 orgs,
             )
@@ -62,4 +64,9 @@ class OrgPolicies:
             # recall's migrations have not run yet: no policies, the defaults hold
             log.warning("org_policies_missing", detail="the default limits hold")
             return {}
-        return {r["org"]: OrgLimits(r["keep_revisions"], r["max_candidates_per_run"]) for r in rows}
+        return {
+            r["org"]: OrgLimits(
+                r["keep_revisions"], r["max_candidates_per_run"], r["max_memories_per_scope"]
+            )
+            for r in rows
+        }

@@ -266,7 +266,7 @@ def _hash_keys(state: StreamState, master: MasterKey) -> None:
         plain = item.__dict__.pop("key", None) or item.__dict__.get("key_hash")
         item.key_hash = master.key_hash(org, plain) if plain is not None else None
         item.__dict__.setdefault("labels", None)
-    state.keyed = state.held = None
+    state.keyed = state.held = state.live = None
     state.stored = state.touched = None  # the next checkpoint stores every item
 
 
@@ -285,7 +285,7 @@ def _checkpoint_rows(partition: int, states: States, dirty: set[str]) -> Checkpo
         if (state := states.get(stream_id)) is None:
             continue
         header = dataclasses.replace(
-            state, items={}, stored=None, touched=None, keyed=None, held=None
+            state, items={}, stored=None, touched=None, keyed=None, held=None, live=None
         )
         rows.headers.append(
             (partition, stream_id, pickle.dumps((ROW_FORMAT, header), pickle.HIGHEST_PROTOCOL))

@@ -136,6 +136,7 @@ class RecallStore:
                 policy.max_candidates_per_run,
                 policy.agent_memory,
                 list(changes),
+                policy.max_memories_per_scope,
             )
         return OrgPolicy(**dict(row))
 
