@@ -27,7 +27,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from prometheus_client import Counter
 
-from engram.faults import UNSTORABLE
+from engram.faults import UNSTORABLE, is_transient
 from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
 
@@ -50,11 +50,22 @@ DeadLetter = Callable[[Record, str], Awaitable[None]]
 Prepare = Callable[[list[Record], DeadLetter], Awaitable[P]]
 Write = Callable[[asyncpg.Connection, P], Awaitable[None]]
 PreparedOneStatement = Callable[[asyncpg.Connection, P, list[OffsetRow]], Awaitable[bool]]
+# How long a follower waits after a fault of the moment before it reads its stored offsets
+# again, doubling while the database stays away.
+RECOVERY_FIRST_SECONDS = 0.5
+RECOVERY_MAX_SECONDS = 10.0
 OFFSETS_UPSERT = (
     "INSERT INTO {table} (consumer, topic, partition, next_offset) "
     "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
     "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
 )
+
+
+def of_the_moment(exc: BaseException) -> bool:
+    """A fault of the moment, or a group of them only (a parallel fetch's)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(of_the_moment(e) for e in exc.exceptions)
+    return is_transient(exc)
 
 
 class PoisonMessageError(Exception):
@@ -162,12 +173,47 @@ class TrackedFollower:
                         continue
                     self._lettered.clear()
                     try:
-                        await self._apply_fetch(batches)
-                    except* UNSTORABLE:  # some record's data: find it, and let it go
-                        await self._one_by_one(batches)
+                        try:
+                            await self._apply_fetch(batches)
+                        except* UNSTORABLE:  # some record's data: find it, and let it go
+                            await self._one_by_one(batches)
+                    except Exception as exc:
+                        if not of_the_moment(exc):
+                            raise
+                        await self._recover(exc)
         finally:
             await self.consumer.stop()
             await self._producer.stop()
+
+    async def _recover(self, fault: BaseException) -> None:
+        """After a fault of the moment (the database restarting, a connection cut, the
+        broker away), wait for the database, then go back to the offsets it stored: they
+        are the truth. A commit whose answer was lost may or may not have happened, and a
+        crash of Postgres may have lost the last commits; the consumer's own position would
+        skip what they held (QA: a killed backend's crash recovery left a gap for good, and
+        the follower's task died, taking its service down)."""
+        delay = RECOVERY_FIRST_SECONDS
+        while True:
+            log.warning(
+                "follower_fault_of_the_moment",
+                service=self._service,
+                error=repr(fault)[:300],
+                retry_seconds=delay,
+            )
+            await asyncio.sleep(delay)
+            try:
+                stored = await self.stored_offsets()
+                break
+            except Exception as again:
+                if not of_the_moment(again):
+                    raise
+                fault, delay = again, min(delay * 2, RECOVERY_MAX_SECONDS)
+        offsets = {}
+        for tp in self.consumer.assignment():
+            offsets[tp.partition] = offset = stored.get(tp.partition, 0)
+            self.next_offset[tp] = self.positions[tp.partition] = offset
+            self.consumer.seek(tp, offset)
+        log.info("follower_recovered", service=self._service, offsets=offsets)
 
     async def _apply_fetch(self, batches: Batches) -> None:
         large = sum(map(len, batches.values())) > self._split_above

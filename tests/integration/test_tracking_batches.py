@@ -19,6 +19,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from engram.db import create_pool
 from engram.tracking import Record, TrackedFollower
 from tests.support import eventually
 
@@ -228,3 +229,70 @@ async def test_a_record_postgres_cannot_store_is_dead_lettered_and_the_rest_appl
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_a_fault_of_the_moment_is_outlived_from_the_stored_offsets(
+    stack_settings: dict[str, str], pool: asyncpg.Pool
+) -> None:
+    """Chaos QA: a connection cut mid-batch (here its backend terminated, as a restart of
+    Postgres does) stopped the follower's task, and its service with it. Now the follower
+    waits, reads its offsets from the database again and fetches from there: what the
+    database holds is the truth (here its stored offset is set back, as a crash of Postgres
+    that lost the last commits would leave it), so the records after it are applied again."""
+    bootstrap, name = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], f"recover-{uuid.uuid4().hex[:8]}"
+    seen: list[bytes] = []
+    held, release = asyncio.Event(), asyncio.Event()
+    rows = f"public.{name.replace('-', '_')}_rows"
+    await pool.execute(f"CREATE TABLE {rows} (value text PRIMARY KEY)")
+    own = await create_pool(stack_settings["DATABASE_URL"], max_size=2,
+                            settings={"application_name": name})
+
+    async def handle(conn: asyncpg.Connection, records: list[Record]) -> None:
+        for record in records:
+            if record.value == b"hold" and not release.is_set():
+                held.set()
+                await release.wait()
+            seen.append(record.value or b"")
+            await conn.execute(f"INSERT INTO {rows} VALUES ($1) ON CONFLICT DO NOTHING",
+                               (record.value or b"").decode())
+
+    try:
+        async with topic_and_offsets(bootstrap, pool) as (topic, offsets):
+            follower = TrackedFollower(bootstrap=bootstrap, topic=topic, group_id=name,
+                                       pool=own, offsets_table=offsets, service="test",
+                                       handle=handle)
+            task = asyncio.create_task(follower.run())
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+            await producer.start()
+            try:
+                for value in (b"1", b"2"):
+                    await producer.send_and_wait(topic, value)
+                await eventually(lambda: asyncio.sleep(0, result=follower.applied == 2 or None),
+                                 deadline=30, what="the first records applied")
+                await producer.send_and_wait(topic, b"hold")
+                await asyncio.wait_for(held.wait(), 30)
+                await pool.execute(f"UPDATE {offsets} SET next_offset = 1")  # "2" was lost
+                cut = await pool.fetchval(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = $1", name)
+                assert cut >= 1
+                release.set()
+                await producer.send_and_wait(topic, b"4")
+
+                async def all_stored() -> bool | None:
+                    stored = await pool.fetchval(f"SELECT next_offset FROM {offsets}")
+                    return stored == 4 or None
+
+                await eventually(all_stored, deadline=30, what="every record applied")
+                values = {r["value"] for r in await pool.fetch(f"SELECT value FROM {rows}")}
+                assert values == {"1", "2", "hold", "4"}
+                assert seen.count(b"2") == 2  # applied again from the stored offset
+                assert not task.done()
+            finally:
+                await producer.stop()
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
+        await own.close()
+        await pool.execute(f"DROP TABLE {rows}")
