@@ -11,6 +11,7 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 from asyncpg.exceptions._base import DataError as ArgumentError
+from asyncpg.exceptions._base import InternalClientError
 
 # What Postgres says of a record's data, not of itself (a value out of a column's range, a
 # row past an index's limit): the same record fails the same way every time.
@@ -34,7 +35,18 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, KafkaError | OSError | TimeoutError | asyncpg.InterfaceError):
         return True
+    if isinstance(exc, InternalClientError):
+        # asyncpg's protocol in a state it cannot go on from, as after its connection was
+        # cut under an operation ("cannot switch to state 15": QA, a terminated backend)
+        return True
     if isinstance(exc, asyncpg.PostgresError):
         state = str(exc.sqlstate or "")
         return state[:2] in _TRANSIENT_SQLSTATE_CLASSES or state in _TRANSIENT_SQLSTATES
     return False
+
+
+def of_the_moment(exc: BaseException) -> bool:
+    """A fault of the moment, or a group of them only (a parallel fetch's)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(of_the_moment(e) for e in exc.exceptions)
+    return is_transient(exc)

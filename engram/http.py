@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
+from engram.faults import of_the_moment
 from engram.logging import configure_logging, get_logger
 from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
@@ -197,6 +198,18 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if of_the_moment(exc):  # the database or the broker away: retry, nothing was done
+            log.warning("unavailable_for_the_moment", error=repr(exc)[:300])
+            answer = problem(
+                503,
+                "Try again shortly",
+                "a database or broker Engram depends on is unavailable for the moment; "
+                "retry (a command with the same Idempotency-Key gets its first answer if "
+                "it was decided after all)",
+                "unavailable",
+            )
+            answer.headers["Retry-After"] = "1"
+            return answer
         # A bug, not bad input: log it whole, answer without internals.
         incident = uuid.uuid4().hex[:12]
         log.error("unhandled_error", incident=incident, error=repr(exc), exc_info=exc)

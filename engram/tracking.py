@@ -27,7 +27,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from prometheus_client import Counter
 
-from engram.faults import UNSTORABLE, is_transient
+from engram.faults import UNSTORABLE, of_the_moment
 from engram.kafka import consumer, dead_letter
 from engram.logging import get_logger
 
@@ -59,13 +59,6 @@ OFFSETS_UPSERT = (
     "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
     "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
 )
-
-
-def of_the_moment(exc: BaseException) -> bool:
-    """A fault of the moment, or a group of them only (a parallel fetch's)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(of_the_moment(e) for e in exc.exceptions)
-    return is_transient(exc)
 
 
 class PoisonMessageError(Exception):

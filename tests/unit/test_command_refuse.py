@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+from asyncpg.exceptions._base import InternalClientError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
@@ -120,6 +121,9 @@ async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alon
     (asyncpg.DeadlockDetectedError("deadlock"), True),
     (asyncpg.UniqueViolationError("duplicate key"), False),
     (ValueError("surrogates not allowed"), False),
+    # Chaos QA: asyncpg's protocol after its connection was cut under an operation.
+    (InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
+     True),
 ])
 def test_a_fault_of_the_moment_is_told_from_a_commands_own(
         fault: Exception, transient: bool) -> None:

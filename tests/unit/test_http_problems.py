@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from unittest.mock import ANY
 
+import asyncpg
 import httpx
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
@@ -60,6 +61,14 @@ def service() -> FastAPI:
         return {"value": 2}
 
     app.include_router(included)
+
+    @app.get("/database-away")
+    async def database_away() -> None:  # as a route meets a restarting Postgres
+        raise asyncpg.CannotConnectNowError("the database system is starting up")
+
+    @app.get("/bug")
+    async def bug() -> None:
+        raise KeyError("nobody handled this")
 
     @app.post("/conflict")
     async def conflict() -> None:  # details named like the problem's own members
@@ -179,3 +188,17 @@ def test_recalls_openapi_names_the_bearer_token_its_routes_need() -> None:
     for path, operations in spec["paths"].items():
         for operation in operations.values():
             assert operation["security"] == [{"HTTPBearer": []}], path
+
+
+async def test_a_fault_of_the_moment_is_a_503_to_retry_and_a_bug_a_500() -> None:
+    """Chaos QA: with Postgres away every route answered 500 internal, with a traceback in
+    the log, where the README promises a 503 to retry."""
+    transport = httpx.ASGITransport(app=service(), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        away = await http.get("/database-away")
+        bug = await http.get("/bug")
+    assert (away.status_code, away.headers["retry-after"]) == (503, "1")
+    assert away.headers["content-type"] == PROBLEM and away.json()["code"] == "unavailable"
+    assert "incident" not in away.json()
+    assert (bug.status_code, bug.json()["code"]) == (500, "internal")
+    assert "incident" in bug.json()
