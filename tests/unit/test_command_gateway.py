@@ -9,6 +9,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.errors import KafkaTimeoutError
 
 from contracts.envelope import CommandEnvelope, CommandReply
 from services.command.adapters.batch import NotApplied
@@ -40,7 +41,7 @@ class Recorder:
         self.sealed.append(envelope)
         return envelope.model_copy(update={"payload": {"content": "sealed"}})
 
-    async def publish(self, envelope: CommandEnvelope, timeout: float) -> CommandReply:
+    async def publish(self, envelope: CommandEnvelope) -> CommandReply:
         self.published.append(envelope)
         return _reply("kafka")
 
@@ -94,6 +95,29 @@ async def test_no_answer_in_time_from_the_writer_is_a_reply_timeout() -> None:
     with pytest.raises(ReplyTimeout):
         await _gateway(hand_over, recorder).send(_envelope(), 0.05, recorder.seal)
     assert recorder.published == []  # it may still be applied: the caller retries
+
+
+@pytest.mark.parametrize("delivery", ["hangs", "times out"])
+async def test_a_delivery_that_hangs_or_times_out_is_a_reply_timeout_in_time(
+    delivery: str,
+) -> None:
+    """Chaos QA: with the broker away, the producer's delivery (up to its 40 s request
+    timeout) ran outside the deadline, and a command answered after 36 s where the reply
+    timeout is 15; its KafkaTimeoutError would have been a 500."""
+    recorder = Recorder()
+
+    async def send_and_wait(*args: object, **kwargs: object) -> None:
+        if delivery == "hangs":
+            await asyncio.Event().wait()
+        raise KafkaTimeoutError()
+
+    gateway = CommandGateway("127.0.0.1:1", None)  # type: ignore[arg-type]
+    gateway._producer = SimpleNamespace(send_and_wait=send_and_wait)  # type: ignore[assignment]
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ReplyTimeout):
+        await gateway.send(_envelope(), 0.2, recorder.seal)
+    assert asyncio.get_running_loop().time() - started < 1
+    assert gateway._waiting == {}  # its waiter is gone
 
 
 class _Replies:
