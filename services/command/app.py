@@ -123,6 +123,7 @@ def create_app(
         stuck = app.state.processor.stuck
         return {
             "gateway": app.state.gateway.healthy,
+            "kafka": await app.state.gateway.broker_answers(),
             "partitions": sorted(app.state.processor.writers),
             "writing": not stuck,  # False: unhealthy, a partition's batch keeps failing
             "stuck_partitions": stuck,

@@ -100,9 +100,15 @@ def create_app(
 
     async def ready() -> dict[str, Any]:
         followers: dict[str, TrackedFollower] = app.state.followers
-        return {
-            name: {"applied": f.applied, "positions": f.positions} for name, f in followers.items()
-        } | {"ai": "on" if settings.ai_enabled else "off"}
+        broker = await next(iter(followers.values())).broker_answers()
+        return (
+            {"kafka": broker}
+            | {
+                name: {"applied": f.applied, "positions": f.positions}
+                for name, f in followers.items()
+            }
+            | {"ai": "on" if settings.ai_enabled else "off"}
+        )
 
     install_health(app, ready)
     return app

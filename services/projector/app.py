@@ -93,6 +93,7 @@ def create_app(
                 raise
             return {"database": False, "error": repr(exc)[:300]}
         return {
+            "kafka": await app.state.follower.broker_answers(),
             "applied": app.state.follower.applied,
             "positions": app.state.follower.positions,
             "anomalies": anomalies,

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaTimeoutError
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
 from contracts import topics
@@ -63,6 +63,17 @@ class CommandGateway:
             self._task.cancel()
         await self._consumer.stop()
         await self._producer.stop()
+
+    async def broker_answers(self, timeout: float = 2.0) -> bool:
+        """Whether the broker answers a request for the replies' ends within ``timeout``
+        (chaos QA: /health said 200 with the broker down)."""
+        try:
+            await asyncio.wait_for(
+                self._consumer.end_offsets(list(self._consumer.assignment())), timeout
+            )
+        except (TimeoutError, KafkaError):
+            return False
+        return True
 
     @property
     def healthy(self) -> bool:
