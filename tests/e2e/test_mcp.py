@@ -213,12 +213,17 @@ async def test_the_run_and_the_users_message_are_the_workers_not_the_models(
             "run_id": "run-7", "user_message": "Please remember that my cat is called Miso."}))
         confirmed = await call(mcp, "memory__remember", content="my cat is called Miso")
         assert confirmed["status"] == "active"
+
+        async def readable() -> bool:  # memory__update reads the memory's scope first
+            return not (await mcp.call_tool("memory__get", {"id": confirmed["item_id"]})).is_error
+
+        await eventually(readable, what="the memory readable")
         fixed = await call(mcp, "memory__update", id=confirmed["item_id"],
                            content="my cat is called Mochi")  # the message asks nothing of it
         assert fixed["status"] == "candidate"
         ingested = await call(mcp, "memory__ingest", messages=["I like jazz", "I like tea",
                                                               "I like rain", "I like snow"])
-        outcomes = sorted(r.get("status") or r["code"] for r in ingested["results"])
+        outcomes = sorted(r["status"] if r["ok"] else r["code"] for r in ingested["results"])
         # The run's cap (three candidates a run by default) counts ingested ones too: the
         # correction and two messages fill it.
         assert outcomes == ["candidate", "candidate", "candidate_limit_reached",
