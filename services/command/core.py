@@ -97,7 +97,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     )
-    if not confirmed and (holder := state.holding(digest)) is not None:
+    if not confirmed and (holder := state.holding(digest, ctx.now)) is not None:
         raise already_held(holder)
     existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it

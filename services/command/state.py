@@ -196,8 +196,9 @@ class StreamState:
             self.live = sum(1 for item in self.items.values() if item.status != "forgotten")
         return self.live
 
-    def holding(self, digest: str) -> Item | None:
-        """The active memory or candidate whose current text has this hash, if one does."""
+    def holding(self, digest: str, now: datetime) -> Item | None:
+        """The active memory or candidate whose current text has this hash, if one does and
+        has not expired (an expired memory holds its text no longer, as a copy reads it)."""
         if self.held is None:
             self.held = {}
             for item in self.items.values():
@@ -205,7 +206,11 @@ class StreamState:
                     _hold(self.held, revision.content_hash, item.item_id)
         for item_id in self.held.get(digest, ()):
             item = self.items[item_id]
-            if item.status in ("active", "candidate") and item.current.content_hash == digest:
+            if (
+                item.status in ("active", "candidate")
+                and item.current.content_hash == digest
+                and (item.expires_at is None or item.expires_at > now)
+            ):
                 return item
         return None
 

@@ -4,6 +4,9 @@ and a person was asked to confirm what was there (QA, observations)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 
 from contracts import commands as c
@@ -92,3 +95,14 @@ def test_the_index_of_held_text_is_rebuilt_from_the_items_after_a_restore() -> N
     with pytest.raises(AlreadyHeld) as refused:
         run(state, proposed())
     assert refused.value.extra["item_id"] == saved.item_id
+
+
+def test_an_expired_memory_holds_its_text_no_longer() -> None:
+    state = StreamState("acme/member:ana")
+    soon = make_context().now + timedelta(hours=1)
+    run(state, c.RememberMemory(content=TEXT, expires_at=soon))
+    with pytest.raises(AlreadyHeld):
+        run(state, proposed())
+    later = replace(make_context(), now=soon + timedelta(seconds=1))
+    [fresh] = run(state, proposed(), later)
+    assert isinstance(fresh, MemoryRemembered) and fresh.status == "candidate"
