@@ -79,7 +79,7 @@ class _Seek(ConsumerRebalanceListener):
         # aiokafka starts fetching (from the group's offset: none, so 0) as soon as the
         # assignment exists: pause before the first await, seek, then resume.
         self._f.consumer.pause(*assigned)
-        stored = await self._f.stored_offsets()
+        stored = await self._f.stored_offsets_when_readable()
         for tp in assigned:
             self._f.next_offset[tp] = stored.get(tp.partition, 0)
             self._f.consumer.seek(tp, stored.get(tp.partition, 0))
@@ -149,6 +149,26 @@ class TrackedFollower:
         )
         return {r["partition"]: r["next_offset"] for r in rows}
 
+    async def stored_offsets_when_readable(self) -> dict[int, int]:
+        """The stored offsets, waiting out a fault of the moment (0.5 s, doubling to 10 s):
+        a partition assigned while the database is away stays paused until they are read,
+        never fetched from anywhere else."""
+        delay = RECOVERY_FIRST_SECONDS
+        while True:
+            try:
+                return await self.stored_offsets()
+            except Exception as fault:
+                if not of_the_moment(fault):
+                    raise
+                log.warning(
+                    "stored_offsets_unreadable",
+                    service=self._service,
+                    error=repr(fault)[:300],
+                    retry_seconds=delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECOVERY_MAX_SECONDS)
+
     async def run(self) -> None:
         await self._producer.start()
         self.consumer.subscribe([self.topic], listener=_Seek(self))
@@ -187,22 +207,9 @@ class TrackedFollower:
         crash of Postgres may have lost the last commits; the consumer's own position would
         skip what they held (QA: a killed backend's crash recovery left a gap for good, and
         the follower's task died, taking its service down)."""
-        delay = RECOVERY_FIRST_SECONDS
-        while True:
-            log.warning(
-                "follower_fault_of_the_moment",
-                service=self._service,
-                error=repr(fault)[:300],
-                retry_seconds=delay,
-            )
-            await asyncio.sleep(delay)
-            try:
-                stored = await self.stored_offsets()
-                break
-            except Exception as again:
-                if not of_the_moment(again):
-                    raise
-                fault, delay = again, min(delay * 2, RECOVERY_MAX_SECONDS)
+        log.warning("follower_fault_of_the_moment", service=self._service, error=repr(fault)[:300])
+        await asyncio.sleep(RECOVERY_FIRST_SECONDS)
+        stored = await self.stored_offsets_when_readable()
         offsets = {}
         for tp in self.consumer.assignment():
             offsets[tp.partition] = offset = stored.get(tp.partition, 0)
