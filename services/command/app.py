@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from contracts import topics
 from engram.auth import TokenVerifier
 from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate, migrate_shared
+from engram.faults import of_the_moment
 from engram.http import install_health, install_problem_handlers
 from engram.kafka import partition_count
 from engram.keystore import KeyStore
@@ -100,6 +102,7 @@ def create_app(
         await gateway.start()
         app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
         app.state.processor, app.state.keystore = processor, keystore
+        app.state.pool = pool
         pruner = GroupLogPruner(common.kafka_bootstrap_servers, topics.COMMANDS, settings.group_id)
         await pruner.start()
         task = supervise(processor.run(), "command-processor")
@@ -121,7 +124,15 @@ def create_app(
 
     async def ready() -> dict[str, Any]:
         stuck = app.state.processor.stuck
+        try:
+            await asyncio.wait_for(app.state.pool.fetchval("SELECT 1"), 2.0)
+            database = True
+        except Exception as exc:
+            if not of_the_moment(exc):
+                raise
+            database = False
         return {
+            "database": database,
             "gateway": app.state.gateway.healthy,
             "kafka": await app.state.gateway.broker_answers(),
             "partitions": sorted(app.state.processor.writers),
