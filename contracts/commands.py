@@ -69,6 +69,12 @@ OwnLinkKind = Annotated[LinkKind, AfterValidator(_not_reserved)]
 RunId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
+def short_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    if any(not t or len(t) > 64 for t in tags):
+        raise ValueError("each tag must have 1 to 64 characters")
+    return tags
+
+
 class Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
@@ -126,9 +132,7 @@ class RememberMemory(Command):
     @field_validator("tags")
     @classmethod
     def _short_tags(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not t or len(t) > 64 for t in tags):
-            raise ValueError("each tag must have 1 to 64 characters")
-        return tags
+        return short_tags(tags)
 
     @field_validator("sources")
     @classmethod
@@ -161,6 +165,27 @@ class CorrectMemory(ItemCommand):
     related_ids: RelatedIds = ()
     run_id: RunId | None = None  # as RememberMemory's: an inference waits as a candidate
     resave_forgotten: StrictBool = False  # as RememberMemory's: forgotten text needs it
+
+
+class RelabelMemory(ItemCommand):
+    """Change a memory's kind or its tags (seed 004's category and tags), based on the
+    revision the caller saw: a new revision with the same text. ``tags`` replaces the
+    memory's tags; a field left out keeps its value."""
+
+    base_revision: StrictInt = Field(ge=1)
+    kind: Kind | None = None
+    tags: tuple[str, ...] | None = Field(default=None, max_length=32)
+
+    @field_validator("tags")
+    @classmethod
+    def _short_tags(cls, tags: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if tags is None else short_tags(tags)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> RelabelMemory:
+        if self.kind is None and self.tags is None:
+            raise ValueError("give the new kind, the new tags, or both")
+        return self
 
 
 class RestoreRevision(ItemCommand):
@@ -298,6 +323,7 @@ COMMANDS: dict[str, type[Command]] = {
     for c in (
         RememberMemory,
         CorrectMemory,
+        RelabelMemory,
         RestoreRevision,
         UndoChange,
         PinMemory,

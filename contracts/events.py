@@ -113,6 +113,16 @@ class MemoryPinned(Event):
     pinned: bool
 
 
+class MemoryRelabeled(Event):
+    """A new revision with the same text and another kind or other tags (seed 004's
+    category and tags). ``labels``: the memory's labels from now on (key, tags and
+    sources, sealed as ``MemoryRemembered``'s are; None: it has none)."""
+
+    revision: Count
+    kind: Kind
+    labels: Sealed | None = None
+
+
 class MemoryStatusChanged(Event):
     """Disable/enable, archive/unarchive, confirm or dismiss a candidate."""
 
@@ -199,6 +209,7 @@ EVENTS: dict[str, type[Event]] = {
         MemoryRemembered,
         MemoryRevised,
         MemoryPinned,
+        MemoryRelabeled,
         MemoryStatusChanged,
         MemoryForgotten,
         MemoryLinked,

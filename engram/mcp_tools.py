@@ -222,12 +222,21 @@ def build_server(
         pinned: StrictBool | None = None,
         reason: str | None = None,
         related_ids: list[str] | None = None,
+        kind: Kind | None = None,
+        tags: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Correct an existing memory by ID, its text or only its pin, or, for a
-        teammate's, propose the change."""
-        if (content is None) == (pinned is None):
-            raise ToolError("give the corrected content, or only pinned: one change a call")
+        """Correct an existing memory by ID: its text, only its pin, or only its kind and
+        tags; for a teammate's, propose a new text or pin."""
+        relabel = kind is not None or tags is not None
+        if [content is not None, pinned is not None, relabel].count(True) != 1:
+            raise ToolError(
+                "give the corrected content, or only pinned, or only kind and tags: "
+                "one change a call"
+            )
         scope, revision = await api.scope_of(id)
+        if relabel:  # no proposal changes these: the memory's author does
+            body = _present({"base_revision": revision, "scope": scope, "kind": kind, "tags": tags})
+            return dict(await api.command(memory_path(id, "relabel"), body))
         if pinned is not None:
             change = "pin" if pinned else "unpin"
             return await _or_propose(api, id, change, {"scope": scope}, reason)

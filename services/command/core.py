@@ -15,6 +15,7 @@ from contracts.events import (
     Event,
     MemoryForgotten,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -46,9 +47,11 @@ from services.command.rules import (
     holder_revised,
     inherited,
     labelled,
+    labels_of,
     new_revision,
     replaced_on_confirm,
     revises_holder,
+    sealed_labels,
     status_change,
     superseded_by,
     transition,
@@ -80,7 +83,7 @@ def _pruned(state: StreamState, events: list[Event], keep: int | None) -> list[E
         return []
     newest: dict[str, int] = {}
     for event in events:
-        if isinstance(event, MemoryRevised | MemoryPinned | MemoryStatusChanged):
+        if isinstance(event, MemoryRevised | MemoryPinned | MemoryRelabeled | MemoryStatusChanged):
             newest[event.item_id] = event.revision
     pruned: list[Event] = []
     for item_id, revision in newest.items():
@@ -232,6 +235,13 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
         return [_copy_revision(state, item, before, "undone")]
     if what == "pinned":
         return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]
+    if what == "relabel":
+        kind, labels = before
+        return [
+            MemoryRelabeled(
+                item_id=item.item_id, revision=item.revision + 1, kind=kind, labels=labels
+            )
+        ]
     if item.status == "candidate":  # only a person's confirm makes a candidate a memory
         raise Conflict(
             f"memory {item.item_id} is a candidate: confirm or dismiss it",
@@ -242,6 +252,27 @@ def _undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
         check_person_to_enable(item, ctx)
         check_key_free(state, item)
     return [status_change(item, before)]
+
+
+def _relabel(state: StreamState, cmd: c.RelabelMemory, ctx: Context) -> list[Event]:
+    """Another kind or other tags: a new revision with the same text (none when nothing
+    changes, as a pin to the pin it has)."""
+    item = find_item(state, cmd.item_id)
+    check_base(item, cmd.base_revision)
+    check_owner(item, ctx)
+    old = labels_of(item, ctx)
+    kind = cmd.kind or item.kind
+    tags = old.tags if cmd.tags is None else cmd.tags
+    if kind == item.kind and tags == old.tags:
+        return []
+    return [
+        MemoryRelabeled(
+            item_id=item.item_id,
+            revision=item.revision + 1,
+            kind=kind,
+            labels=sealed_labels(item.item_id, old.model_copy(update={"tags": tags}), ctx),
+        )
+    ]
 
 
 def _pin(state: StreamState, cmd: c.PinMemory, ctx: Context) -> list[Event]:
@@ -332,6 +363,7 @@ def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
 _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Event]]] = {
     c.RememberMemory: _remember,
     c.CorrectMemory: _correct,
+    c.RelabelMemory: _relabel,
     c.RestoreRevision: _restore_revision,
     c.UndoChange: _undo,
     c.PinMemory: _pin,

@@ -25,6 +25,7 @@ from services.command.submit import read_json, submit
 
 ACTIONS: dict[str, tuple[type[c.Command], dict[str, Any]]] = {
     "correct": (c.CorrectMemory, {}),
+    "relabel": (c.RelabelMemory, {}),
     "restore-revision": (c.RestoreRevision, {}),
     "undo": (c.UndoChange, {}),
     "pin": (c.PinMemory, {"pinned": True}),

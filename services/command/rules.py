@@ -306,6 +306,13 @@ def _sealed(item_id: str, labels: Labels, ctx: Context) -> Sealed:
     return ctx.seal(item_id, labels.model_dump_json(exclude_defaults=True))
 
 
+def sealed_labels(item_id: str, labels: Labels, ctx: Context) -> Sealed | None:
+    """A memory's labels sealed under its key; None when it has none."""
+    if labels.key is None and not labels.tags and not labels.sources:
+        return None
+    return _sealed(item_id, labels, ctx)
+
+
 def labels_of(item: Item, ctx: Context) -> Labels:
     """The labels of a memory the command names, opened (sealed under the memory's key,
     which the writer fetched for the command). None of them for a memory saved before

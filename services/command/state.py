@@ -18,6 +18,7 @@ from contracts.events import (
     MemoryForgotten,
     MemoryLinked,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -322,6 +323,13 @@ def _pinned(state: StreamState, e: MemoryPinned) -> None:
     item.revisions[e.revision] = item.revisions[e.revision - 1]
 
 
+def _relabeled(state: StreamState, e: MemoryRelabeled) -> None:
+    item = state.items[e.item_id]
+    item.last_change = ("relabel", (item.kind, item.labels))
+    item.kind, item.labels, item.revision = e.kind, e.labels, e.revision
+    item.revisions[e.revision] = item.revisions[e.revision - 1]
+
+
 def _status(state: StreamState, e: MemoryStatusChanged) -> None:
     item = state.items[e.item_id]
     item.last_change = ("status", e.previous)
@@ -408,6 +416,7 @@ _APPLY: dict[type[Event], Any] = {
     MemoryRemembered: _remembered,
     MemoryRevised: _revised,
     MemoryPinned: _pinned,
+    MemoryRelabeled: _relabeled,
     MemoryStatusChanged: _status,
     MemoryForgotten: _forgotten,
     MemoryLinked: _linked,

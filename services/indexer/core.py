@@ -20,6 +20,7 @@ from contracts.events import (
     Event,
     MemoryForgotten,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -108,7 +109,7 @@ def fold(state: Tracked | None, event: Event, org: str, scope: str) -> Tracked:
         )
     if isinstance(event, MemoryStatusChanged):
         return replace(base, revision=revision, status=event.status)
-    if isinstance(event, MemoryPinned):
+    if isinstance(event, MemoryPinned | MemoryRelabeled):
         return replace(base, revision=revision)
     raise TypeError(f"no fold for {type(event).__name__}")
 

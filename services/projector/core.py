@@ -19,6 +19,7 @@ from contracts.events import (
     MemoryForgotten,
     MemoryLinked,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -177,6 +178,21 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                 ),
             ),
         ]
+    if isinstance(event, MemoryRelabeled):
+        writes = [
+            Write("kind_item", (event.item_id, event.revision, event.kind, at)),
+            Write(
+                "copy_revision",
+                (event.item_id, event.revision, "relabeled", actor, env.command_id, at),
+            ),
+        ]
+        # Its tags from now on: none when it has no labels; left as they are when its
+        # labels cannot be opened (shredded by a forget that follows in the log).
+        if event.labels is None:
+            writes.append(Write("retag_item", (event.item_id, [])))
+        elif opened.labels is not None:
+            writes.append(Write("retag_item", (event.item_id, list(opened.labels.tags))))
+        return writes
     if isinstance(event, MemoryStatusChanged):
         writes = [
             Write(

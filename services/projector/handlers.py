@@ -27,6 +27,7 @@ from contracts.events import (
     Event,
     Labels,
     MemoryForgotten,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     Sealed,
@@ -327,7 +328,7 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
 def _labels(event: Event, one: Callable[[Sealed | None], str | None]) -> Labels | None:
     """A new memory's labels: opened, or in plain in an event written before they were
     sealed. None where they are shredded, or do not read as labels (the log says so)."""
-    if not isinstance(event, MemoryRemembered | MemoryRevised):
+    if not isinstance(event, MemoryRemembered | MemoryRevised | MemoryRelabeled):
         return None
     if event.labels is None:
         return event.plain_labels() if isinstance(event, MemoryRemembered) else None

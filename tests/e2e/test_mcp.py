@@ -237,3 +237,29 @@ async def test_the_run_and_the_users_message_are_the_workers_not_the_models(
 def run_file_of(path: Path) -> Any:
     from engram.mcp_tools import run_file
     return run_file(path)()
+
+
+async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, str]) -> None:
+    """Seed 004: an update changes the category or the tags without the text."""
+    ana = caller()
+    async with Client(build_server(ana.token, services["command"], services["recall"])) as mcp:
+        saved = await call(mcp, "memory__remember", content="Standups are at 9:30.")
+
+        async def readable() -> bool:
+            return not (await mcp.call_tool("memory__get", {"id": saved["item_id"]})).is_error
+
+        await eventually(readable, what="the memory readable")
+        relabeled = await call(mcp, "memory__update", id=saved["item_id"], kind="decision",
+                               tags=["meetings"])
+        assert relabeled["revision"] == 2
+
+        async def seen() -> dict[str, Any] | None:
+            got = await call(mcp, "memory__get", id=saved["item_id"])
+            return got if got["revision"] == 2 else None
+
+        got = await eventually(seen, what="the relabel in the read model")
+        assert (got["kind"], got["tags"], got["content"]) == (
+            "decision", ["meetings"], "Standups are at 9:30.")
+        both = await mcp.call_tool("memory__update", {"id": saved["item_id"], "content": "x",
+                                                      "kind": "fact"})
+        assert both.is_error and "one change a call" in str(both.content)

@@ -80,6 +80,16 @@ async def test_the_item_lifecycle_over_http(services: dict[str, str]) -> None:
         assert (await act("unarchive"))["status"] == "active"
         got = await eventually(lambda: _get(http, rec, ana, iid, revision=9), what="revision 9")
         assert got["content"] == "Ana prefers black tea" and got["pinned"]
+        # Seed 004: an update changes the category and the tags, not the text.
+        relabeled = await act("relabel", base_revision=9, kind="fact", tags=["drinks"])
+        assert relabeled["revision"] == 10
+        got = await eventually(lambda: _get(http, rec, ana, iid, revision=10),
+                               what="revision 10")
+        assert (got["kind"], got["tags"], got["content"]) == (
+            "fact", ["drinks"], "Ana prefers black tea")
+        revisions = await http.get(f"{rec}/v1/memories/{iid}/revisions", headers=ana.headers)
+        assert revisions.status_code == 200, revisions.text
+        assert "relabeled" in str(revisions.json())
 
 
 async def test_a_keyed_save_revises_the_keys_memory_and_answers_200(

@@ -7,7 +7,7 @@ import itertools
 from datetime import UTC, datetime
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN
-from contracts.events import Labels, MemoryRemembered, MemoryRevised, Sealed
+from contracts.events import Labels, MemoryRelabeled, MemoryRemembered, MemoryRevised, Sealed
 from services.command.core import Context
 
 _ids = itertools.count(1)
@@ -22,7 +22,7 @@ def unseal(sealed: Sealed) -> str:
     return base64.b64decode(sealed.ciphertext).decode()
 
 
-def labels_of(event: MemoryRemembered | MemoryRevised) -> Labels:
+def labels_of(event: MemoryRemembered | MemoryRevised | MemoryRelabeled) -> Labels:
     """A memory's labels as its event carries them, opened as the projector opens them
     (none: empty)."""
     return Labels.model_validate_json(unseal(event.labels)) if event.labels else Labels()

@@ -10,6 +10,7 @@ from contracts.events import (
     Labels,
     MemoryForgotten,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -441,3 +442,30 @@ def test_a_disabled_memory_stays_so_until_a_person_enables_it() -> None:
     run(state, c.ArchiveMemory(item_id=item), agent)
     [back] = run(state, c.UnarchiveMemory(item_id=item), agent)  # seed 004: restored at once
     assert isinstance(back, MemoryStatusChanged) and back.status == "active"
+
+
+def test_a_relabel_changes_kind_or_tags_in_a_new_revision_and_undo_takes_it_back() -> None:
+    """Seed 004: an update changes the category (kind) or the tags without the text (a seed
+    coverage audit: no command could)."""
+    state = StreamState("acme/member:ana")
+    [saved] = run(state, c.RememberMemory(content="Tea at four.", key="tea", tags=("food",),
+                                          sources=("m-1",)))
+    [relabeled] = run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1,
+                                             kind="preference", tags=("daily", "food")))
+    assert isinstance(relabeled, MemoryRelabeled)
+    assert (relabeled.revision, relabeled.kind) == (2, "preference")
+    assert labels_of(relabeled) == Labels(key="tea", tags=("daily", "food"), sources=("m-1",))
+    item = state.items[saved.item_id]
+    assert (item.kind, item.revision, item.current) == ("preference", 2, item.revisions[1])
+    assert state.generation == 2  # the packet's header shows the kind
+    assert run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=2,
+                                      kind="preference")) == []  # nothing changes
+    with pytest.raises(Conflict):  # a stale base, as for a correction
+        run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, tags=()))
+    [undone] = run(state, c.UndoChange(item_id=saved.item_id, base_revision=2))
+    assert isinstance(undone, MemoryRelabeled) and undone.kind == "note"
+    assert labels_of(undone) == Labels(key="tea", tags=("food",), sources=("m-1",))
+    [cleared] = run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=3, tags=()))
+    assert labels_of(cleared) == Labels(key="tea", sources=("m-1",))
+    with pytest.raises(ValueError, match="the new kind, the new tags, or both"):
+        c.RelabelMemory(item_id=saved.item_id, base_revision=4)

@@ -28,7 +28,7 @@ SLOT = st.integers(min_value=0, max_value=3)  # which known item a command targe
 def steps(draw: Any) -> tuple[str, dict[str, Any]]:
     kind = draw(st.sampled_from(["remember", "correct", "restore", "undo", "pin", "disable",
                                  "archive", "unarchive", "confirm", "forget", "clear",
-                                 "link", "unlink"]))
+                                 "link", "unlink", "relabel"]))
     return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
                   "stale": draw(st.booleans()), "flag": draw(st.booleans()),
                   "other": draw(SLOT), "run": draw(st.sampled_from([None, "r1", "r2"]))}
@@ -46,6 +46,9 @@ def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
         "restore": lambda: c.RestoreRevision(item_id=item_id, base_revision=base, revision=1),
         "undo": lambda: c.UndoChange(item_id=item_id, base_revision=base),
         "pin": lambda: c.PinMemory(item_id=item_id, pinned=a["flag"]),
+        "relabel": lambda: c.RelabelMemory(item_id=item_id, base_revision=base,
+                                           kind="fact" if a["flag"] else None,
+                                           tags=(a["run"] or "t",)),
         "disable": lambda: c.DisableMemory(item_id=item_id, disabled=a["flag"]),
         "archive": lambda: c.ArchiveMemory(item_id=item_id),
         "unarchive": lambda: c.UnarchiveMemory(item_id=item_id),

@@ -14,6 +14,7 @@ from contracts.events import (
     Event,
     MemoryForgotten,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -84,6 +85,11 @@ def test_an_active_remember_is_tracked_with_its_sealed_text_at_revision_one() ->
 
 def test_a_pin_moves_the_revision_but_not_the_text() -> None:
     state = folded(remembered(), MemoryPinned(item_id="m1", revision=2, pinned=True))
+    assert (state.revision, state.text_revision) == (2, 1)
+
+
+def test_a_relabel_moves_the_revision_but_not_the_text() -> None:
+    state = folded(remembered(), MemoryRelabeled(item_id="m1", revision=2, kind="fact"))
     assert (state.revision, state.text_revision) == (2, 1)
 
 

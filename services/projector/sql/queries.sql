@@ -47,6 +47,15 @@ WHERE item_id = $1
 -- A keyed save that revised the memory brought tags or sources: its labels from now on.
 UPDATE memory.items SET tags = $2, sources = $3 WHERE item_id = $1 AND status <> 'forgotten'
 
+-- name: kind_item
+UPDATE memory.items SET revision = GREATEST(revision, $2), kind = $3,
+                        updated_at = GREATEST(updated_at, $4)
+WHERE item_id = $1
+
+-- name: retag_item
+-- A relabel's tags (its key and sources are unchanged).
+UPDATE memory.items SET tags = $2 WHERE item_id = $1 AND status <> 'forgotten'
+
 -- name: pin_item
 UPDATE memory.items SET revision = GREATEST(revision, $2), pinned = $3,
                         updated_at = GREATEST(updated_at, $4)
