@@ -26,6 +26,12 @@ APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`
 # audit).
 EVERYONE = re.compile(r"\b(all|every(one|body)?|teammates?|profile)\b", re.IGNORECASE)
 WORD = re.compile(r"[\w']+")
+# Words between the content's in the message that change what they say: a negation, or a
+# number (another fact's, or the content's own cut short).
+CHANGES_MEANING = re.compile(r"^(not|no|never|nothing|nobody|none|nor|cannot|\w+n't|\w*\d\w*)$")
+MAX_SKIPPED = 3  # other words the content's may have between them in the message
+MAX_SMALL = 8  # and small words (which bounds the work a 20,000-character message costs)
+MAX_STARTS = 50  # places in the message the content is looked for from
 STOPWORDS = frozenset(
     "a an the is are was were be to of and or in on at for my our i we you that this "
     "it with as by ".split()
@@ -37,17 +43,41 @@ def _words(text: str) -> list[str]:
 
 
 def content_in_message(content: str, message: str) -> bool:
-    """The saved content appears in the message: verbatim, or its words but the small ones
-    in the message in the same order. Order counts: a fact with its words turned round
-    ("Ana likes tea, not coffee" from "Ana likes coffee, not tea", or "the budget is 2000
-    EUR" from "the budget is 1500 EUR, the deadline is 2000 days away") is no fact the
-    message gave (a seed coverage audit)."""
+    """The saved content appears in the message: verbatim (whole words), or its words but
+    the small ones in the message in the same order, with at most MAX_SKIPPED other words
+    between them and none that negates or holds a number. So a fact turned round ("Ana
+    likes tea, not coffee" from "Ana likes coffee, not tea"), a negation dropped ("the user
+    is vegan" from "the user is not vegan"), a number cut ("the budget is 150" from "the
+    budget is 1500") or taken from another fact ("the flight is at 12" from "the flight is
+    at 10, the hotel is at 12") is no fact the message gave (a seed coverage audit, QA)."""
     said = _words(message)
-    if " ".join(_words(content)) in " ".join(said):
+    if f" {' '.join(_words(content))} " in f" {' '.join(said)} ":
         return True
     wanted = [w for w in _words(content) if w not in STOPWORDS]
-    remaining = iter(said)
-    return bool(wanted) and all(w in remaining for w in wanted)  # a subsequence
+    if not wanted:
+        return False
+    starts = [at for at, w in enumerate(said) if w == wanted[0]][:MAX_STARTS]
+    return any(_follows(wanted, said, start) for start in starts)
+
+
+def _follows(wanted: list[str], said: list[str], start: int) -> bool:
+    """``wanted`` in ``said`` from ``start``, in order, each next word the first that comes,
+    past few others and none that changes what the words say."""
+    skipped, small, at = 0, 0, start + 1
+    for word in wanted[1:]:
+        while at < len(said) and said[at] != word:
+            other = said[at]
+            if other in STOPWORDS:
+                small += 1
+            else:
+                skipped += 1
+            if skipped > MAX_SKIPPED or small > MAX_SMALL or CHANGES_MEANING.match(other):
+                return False
+            at += 1
+        if at == len(said):
+            return False
+        at += 1
+    return True
 
 
 def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bool:

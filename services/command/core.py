@@ -157,7 +157,11 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
         cmd.user_message, cmd.content, shared=ctx.scope == "shared"
     )
     if item.confirmed and not confirmed:
-        # An inference never replaces a confirmed fact: it waits as a candidate.
+        # An inference never replaces a confirmed fact: it waits as a candidate, unless the
+        # scope holds its text already (QA: an agent's correction to the fact's own text,
+        # or to a candidate's, went round already_held).
+        if (holder := state.holding(digest, ctx.now)) is not None:
+            raise already_held(holder)
         check_run_cap(state, cmd.run_id, ctx)
         new_id = ctx.new_item_id()
         return [
@@ -178,6 +182,10 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
             *related(state, new_id, None, cmd.related_ids, ctx),
         ]
     check_owner(item, ctx)
+    if item.status == "candidate":  # it stays one: not as a copy of text the scope holds
+        holder = state.holding(digest, ctx.now)
+        if holder is not None and holder.item_id != item.item_id:
+            raise already_held(holder)
     revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected", digest=digest)
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
@@ -298,7 +306,11 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
 
 def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Event]:
     check_superseded_by(state, cmd.item_id, cmd.superseded_by)
-    check_owner(find_item(state, cmd.item_id), ctx)
+    item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
+    # Archived, it could be unarchived, active (QA: an agent brought a disabled memory
+    # back by archiving it, then unarchiving it).
+    check_person_to_enable(item, ctx)
     return transition(
         state, cmd.item_id, {"active": "archived", "disabled": "archived"}, cmd.superseded_by
     )

@@ -142,10 +142,10 @@ def check_person_for_text(item: Item, ctx: Context, what: str) -> None:
 def check_person_to_enable(item: Item, ctx: Context) -> None:
     """A disabled memory (seed 002's retracted entry) stays so until a person brings it
     back: an agent may not enable it, by enable or by undoing its disabling (a seed coverage
-    audit)."""
+    audit), nor archive it, which unarchiving would make active."""
     if ctx.is_agent and item.status == "disabled":
         raise Forbidden(
-            f"memory {item.item_id} is disabled: only a person can enable it again",
+            f"memory {item.item_id} is disabled: only a person can enable it again, or archive it",
             item_id=item.item_id,
         )
 

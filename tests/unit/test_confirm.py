@@ -48,6 +48,14 @@ from services.command.confirm import user_asked_to_save
          True, False),
         ("Remember for everyone: the offsite is in Porto", "the offsite is in Porto", True,
          True),
+        # QA: a number cut short, a word inside another, a negation or another fact's
+        # number between the content's words.
+        ("Remember the budget is 1500", "The budget is 150", False, False),
+        ("remember that banana likes teapots", "Ana likes tea", False, False),
+        ("Remember that the user is not vegan.", "The user is vegan.", False, False),
+        ("Remember: the flight is at 10, the hotel is at 12.", "The flight is at 12.", False,
+         False),
+        ("Tea or coffee? Remember: tea at four.", "Tea at four", False, True),
     ],
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:

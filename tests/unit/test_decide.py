@@ -439,6 +439,10 @@ def test_a_disabled_memory_stays_so_until_a_person_enables_it() -> None:
         run(state, c.UndoChange(item_id=item, base_revision=2), agent)
     [enabled] = run(state, c.UndoChange(item_id=item, base_revision=2))  # a person may
     assert isinstance(enabled, MemoryStatusChanged) and enabled.status == "active"
+    run(state, c.DisableMemory(item_id=item, disabled=True), agent)
+    with pytest.raises(Forbidden, match="only a person"):  # QA: then unarchived, active
+        run(state, c.ArchiveMemory(item_id=item), agent)
+    run(state, c.DisableMemory(item_id=item, disabled=False))
     run(state, c.ArchiveMemory(item_id=item), agent)
     [back] = run(state, c.UnarchiveMemory(item_id=item), agent)  # seed 004: restored at once
     assert isinstance(back, MemoryStatusChanged) and back.status == "active"

@@ -106,3 +106,23 @@ def test_an_expired_memory_holds_its_text_no_longer() -> None:
     later = replace(make_context(), now=soon + timedelta(seconds=1))
     [fresh] = run(state, proposed(), later)
     assert isinstance(fresh, MemoryRemembered) and fresh.status == "candidate"
+
+
+def test_a_correction_that_would_be_a_candidate_of_held_text_is_refused_too() -> None:
+    """QA: an agent's correction of a fact to the fact's own text, or to a candidate's,
+    made a candidate each time; so did a correction of a candidate to held text."""
+    state = StreamState("acme/member:ana")
+    [fact] = run(state, c.RememberMemory(content=TEXT))
+    [other] = run(state, proposed("Ana likes jazz."), AGENT)
+    for text in (TEXT, "ana likes JAZZ."):
+        with pytest.raises(AlreadyHeld):
+            run(state, c.CorrectMemory(item_id=fact.item_id, base_revision=1, content=text),
+                AGENT)
+    [mine] = run(state, proposed("Ana likes rain."), AGENT)
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, c.CorrectMemory(item_id=mine.item_id, base_revision=1,
+                                   content="Ana likes jazz."))
+    assert refused.value.extra["item_id"] == other.item_id
+    [same] = run(state, c.CorrectMemory(item_id=mine.item_id, base_revision=1,
+                                        content="Ana likes rain."))  # its own text: a revision
+    assert same.item_id == mine.item_id
