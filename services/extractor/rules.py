@@ -71,6 +71,13 @@ ASK = r"(?:(?:can|could|would|will) you\s+)?"
 # What a keyed statement names: the words between "my" and its first "is" or "are".
 KEYED = re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)\s+(?:is|are)\s", CI)
 CALL_ME = re.compile(r"^call me\b", CI)
+# Words for a value, not a person or a thing that has many: "my <...> <word> is …" names it.
+VALUE_WORDS = frozenset(
+    "name age birthday address email phone number budget deadline timezone zone colour color "
+    "size salary rent limit language pronouns title role job city country team manager "
+    "company employer school date time day".split()
+)
+FAVOURITE = frozenset({"favourite", "favorite", "preferred"})  # "my favourite food is …"
 
 
 @dataclass(frozen=True)
@@ -219,12 +226,23 @@ def _candidate(statement: str) -> Candidate | None:
 
 def _key(content: str) -> str | None:
     """The name of the one thing a statement gives a value to: "my dentist" for "My
-    dentist is Dr. Molar", "my wife's name" for "My wife's name is Anna", "what to call me"
-    for "Call me Sam"; None for the rest, which name no one thing ("I like tea" and "I like
-    jazz" are two facts)."""
-    if (named := KEYED.match(content)) is not None:
-        return "my " + " ".join(named.group("subject").casefold().split())
-    return "what to call me" if CALL_ME.match(content) else None
+    dentist is Dr. Molar" (and for "My dentist's name is Dr. Fang"), "my trip budget" for
+    "My trip budget is 2000 EUR", "what to call me" for "Call me Sam". Only where the
+    subject names the thing: its value is a name (a capital), or the subject is a word for
+    a value (a budget, an age, a colour). "My daughter is 7 years old" and "My daughter is
+    allergic to peanuts" say two things of one person: no key, or confirming the one would
+    archive the other (QA). None for the rest ("I like tea" and "I like jazz")."""
+    if CALL_ME.match(content):
+        return "what to call me"
+    if (named := KEYED.match(content)) is None:
+        return None
+    subject = " ".join(named.group("subject").casefold().split())
+    subject = subject.removesuffix("'s name")  # "my dentist's name" is "my dentist"
+    value = content[named.end() :].lstrip()
+    last = subject.rsplit(" ", 1)[-1]
+    if value[:1].isupper() or last in VALUE_WORDS or subject.split()[0] in FAVOURITE:
+        return f"my {subject}"
+    return None
 
 
 def _stated(found: re.Match[str]) -> str:

@@ -271,7 +271,12 @@ def test_a_sentence_still_ends_after_an_abbreviation_that_can_end_one(
     ("message", "key"),
     [
         ("My dentist is Dr. Molar on Elm street.", "my dentist"),
-        ("My wife's name is Anna.", "my wife's name"),  # not "my wife"
+        ("My wife's name is Anna.", "my wife"),  # as "My wife is Anna."
+        ("My dentist's name is Dr. Fang.", "my dentist"),
+        ("My favourite food is sushi.", "my favourite food"),
+        # QA: two things said of one person are two facts, not one fact's two values.
+        ("My daughter is 7 years old.", None),
+        ("My daughter is allergic to peanuts.", None),
         ("My  Favourite Colour is blue.", "my favourite colour"),
         ("Remember that my trip budget is 2000 EUR.", "my trip budget"),
         ("Call me Sam.", "what to call me"),
