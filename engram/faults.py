@@ -28,6 +28,17 @@ _TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
 _TRANSIENT_SQLSTATES = frozenset({"55P03", "25006"})
 
 
+# The kinds a fault of the moment is of (``is_transient`` tells which of them is one).
+MOMENT_KINDS: tuple[type[Exception], ...] = (
+    KafkaError,
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresError,
+    InternalClientError,
+)
+
+
 def is_transient(exc: BaseException) -> bool:
     """A fault of the moment (the broker's, the database's, the network's): the work that
     met it is done again, and no command or record is refused for it."""

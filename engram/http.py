@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
-from engram.faults import of_the_moment
+from engram.faults import MOMENT_KINDS, of_the_moment
 from engram.logging import configure_logging, get_logger
 from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
@@ -196,7 +196,6 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return http_problem(exc, request)
 
-    @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         if of_the_moment(exc):  # the database or the broker away: retry, nothing was done
             log.warning("unavailable_for_the_moment", error=repr(exc)[:300])
@@ -220,6 +219,15 @@ def install_problem_handlers(app: FastAPI) -> None:
             "internal",
             incident=incident,
         )
+
+    # The kinds a fault of the moment is of get a handler of their own: Starlette answers
+    # those in its ExceptionMiddleware, and the connection stays open. A handler for
+    # Exception alone runs in ServerErrorMiddleware, which raises the error again once it
+    # has answered: the server logged a traceback and closed the keep-alive connection,
+    # so a client retrying on it met a reset (QA).
+    for kind in MOMENT_KINDS:
+        app.add_exception_handler(kind, _unexpected)
+    app.add_exception_handler(Exception, _unexpected)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -192,10 +192,14 @@ def test_recalls_openapi_names_the_bearer_token_its_routes_need() -> None:
 
 async def test_a_fault_of_the_moment_is_a_503_to_retry_and_a_bug_a_500() -> None:
     """Chaos QA: with Postgres away every route answered 500 internal, with a traceback in
-    the log, where the README promises a 503 to retry."""
+    the log, where the README promises a 503 to retry. And the 503 is answered where the
+    app goes on (QA: answered in ServerErrorMiddleware, the error was raised again, and
+    the server closed the keep-alive connection): the transport raises nothing here."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=service()),
+                                 base_url="http://t") as http:
+        away = await http.get("/database-away")
     transport = httpx.ASGITransport(app=service(), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-        away = await http.get("/database-away")
         bug = await http.get("/bug")
     assert (away.status_code, away.headers["retry-after"]) == (503, "1")
     assert away.headers["content-type"] == PROBLEM and away.json()["code"] == "unavailable"
