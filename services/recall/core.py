@@ -178,41 +178,36 @@ AGENT_PRIVACY = (
 )
 
 
-def preamble(entries: list[Ranked]) -> str:
-    if any(e.item.scope.startswith("agent:") for e in entries):
-        return f"{PREAMBLE}\n{AGENT_PRIVACY}"
-    return PREAMBLE
-
-
 def build_packet(
     entries: list[Ranked], max_chars: int, *, stop_at_first_misfit: bool = True
 ) -> Packet:
-    """Whole entries up to ``max_chars`` after the preamble, which counts toward it; an
-    entry is never cut in the middle, and a packet of no entries is empty."""
-    packet = _joined(entries, max_chars, PREAMBLE, stop_at_first_misfit)
-    if (framing := preamble(packet.entries)) != PREAMBLE:  # it holds an agent's memory
-        packet = _joined(entries, max_chars, framing, stop_at_first_misfit)
-    return packet
-
-
-def _joined(
-    entries: list[Ranked], max_chars: int, framing: str, stop_at_first_misfit: bool
-) -> Packet:
+    """Whole entries up to ``max_chars`` after the preamble, which counts toward it (and
+    the agent's rule of privacy with the first agent entry, which then must fit too); an
+    entry is never cut in the middle, and a packet of no entries is empty. One pass, so a
+    larger budget never holds fewer entries (QA: a second pass with the longer framing
+    emptied a packet the first had filled)."""
     chosen: list[Ranked] = []
-    parts: list[str] = [framing]
-    used = len(framing)
+    parts: list[str] = []
+    used = len(PREAMBLE)
+    private = False  # the rule of privacy is in
     for entry in entries:
         text = render(entry.item)
         cost = len(text) + 2
+        rule = not private and entry.item.scope.startswith("agent:")
+        if rule:
+            cost += len(AGENT_PRIVACY) + 1
         if used + cost > max_chars:
             if stop_at_first_misfit:
                 break
             continue
+        private = private or rule
         chosen.append(entry)
         parts.append(text)
         used += cost
-    text = "\n\n".join(parts) if chosen else ""
-    return Packet(text, chosen, omitted=len(entries) - len(chosen))
+    if not chosen:
+        return Packet("", [], omitted=len(entries))
+    framing = f"{PREAMBLE}\n{AGENT_PRIVACY}" if private else PREAMBLE
+    return Packet("\n\n".join([framing, *parts]), chosen, omitted=len(entries) - len(chosen))
 
 
 # --- the search form (seed 004): whole memories up to 1,200 characters, else the

@@ -185,3 +185,18 @@ def test_a_packet_says_memory_is_past_evidence_and_the_instructions_win() -> Non
     exact = len("[memory:i1@1; shared; fact]\n") + 100
     assert build_packet([Ranked(item(1, "y" * 100))], exact).entries == []
     assert build_packet([Ranked(item(1, "y" * 100))], exact + len(PREAMBLE) + 2).entries
+
+
+def test_a_larger_budget_never_holds_fewer_entries() -> None:
+    """QA: a member entry then an agent entry: 350-360 characters gave an empty packet
+    (a second pass with the rule of privacy), and 370-470 the rule without the agent's
+    entry."""
+    entries = [Ranked(item(1, "Ana's office wifi is Pelican.", scope="member:ana")),
+               Ranked(item(2, "The office wifi is Pelican-5G.", scope="agent:helper"))]
+    held = [len(build_packet(entries, chars).entries) for chars in range(150, 600, 5)]
+    assert held == sorted(held) and held[-1] == 2
+    for chars in range(150, 600, 5):
+        packet = build_packet(entries, chars)
+        assert len(packet.text) <= chars
+        has_agent = any(e.item.scope.startswith("agent:") for e in packet.entries)
+        assert (AGENT_PRIVACY in packet.text) == has_agent
