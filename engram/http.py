@@ -81,7 +81,14 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     "4XX": {
         "description": "A refusal, as application/problem+json",
         "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
-    }
+    },
+    "5XX": {
+        "description": "503 unavailable (a database or the broker away for the moment: "
+        "retry after Retry-After), 504 timeout (no answer in time: retry with the same "
+        "Idempotency-Key), 500 internal (a bug, logged with the incident named), as "
+        "application/problem+json",
+        "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
+    },
 }
 
 

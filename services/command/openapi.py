@@ -85,6 +85,8 @@ def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
     models += [c.PromoteSession, c.ForkSession]
     _, defs = models_json_schema([(m, "validation") for m in set(models)], ref_template=REF)
     schemas: dict[str, Any] = defs.get("$defs", {})
+    # Only the extractor, on engram.commands, says a save was extracted; HTTP refuses it.
+    schemas["RememberMemory"]["properties"].pop("extracted", None)
     remember = schemas["RememberMemory"]["properties"]
     paths: dict[str, Any] = {
         "/v1/memories": {
@@ -96,7 +98,8 @@ def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
         "/v1/memories/{item_id}": {
             "delete": _operation(
                 "Forget a memory: its content is erased everywhere, a tombstone stays",
-                _body(schemas, "ForgetMemory", drop=("item_id", "expected_version", "scope")),
+                # scope and expected_version: in the query or the body, each once
+                _body(schemas, "ForgetMemory", drop=("item_id",)),
                 parameters=[
                     _path("item_id"),
                     _query("scope", remember["scope"]),

@@ -70,6 +70,10 @@ def test_a_body_names_what_the_route_takes_and_not_what_its_path_gives(
     forget = spec["paths"]["/v1/memories/{item_id}"]["delete"]
     assert [p["name"] for p in forget["parameters"]] == [
         "item_id", "scope", "expected_version", "Idempotency-Key"]
+    forget_body = forget["requestBody"]["content"]["application/json"]["schema"]
+    assert {"scope", "expected_version", "reason"} <= set(forget_body["properties"])
+    assert "extracted" not in remember["properties"]  # HTTP refuses it (QA)
+    assert "5XX" in spec["paths"]["/v1/memories"]["post"]["responses"]
     lesson = body(spec, "/v1/lessons")
     assert set(lesson["properties"]) == {"note", "run_id", "scope", "expected_version"}
     assert lesson["properties"]["note"]["maxLength"] == 4000
