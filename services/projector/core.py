@@ -70,6 +70,8 @@ WRITE_ORDER = (
     "relabel_item",
     "copy_revision",
     "pin_item",
+    "kind_item",
+    "retag_item",
     "status_item",
     "prune_revisions",
     "link",

@@ -260,6 +260,8 @@ def _plan(
             generations[org_scope(env.stream_id)] += 1
         status[event.item_id] = status_after(event, before)
         for write in project(env, event, _open(event, keys)):
+            if write.query not in WRITE_ORDER:  # it would never run: a write of no order
+                raise TypeError(f"{write.query} has no place in WRITE_ORDER")
             writes[write.query].append(write.args)
         if isinstance(event, MemoryForgotten):
             forgotten.append(event.item_id)
