@@ -234,6 +234,11 @@ def build_server(
                 "one change a call"
             )
         scope, revision = await api.scope_of(id)
+        if relabel and related_ids:  # QA: dropped without a word
+            raise ToolError(
+                "kind and tags change alone: link with memory__link, or give related_ids "
+                "with a corrected content"
+            )
         if relabel:  # no proposal changes these: the memory's author does
             body = _present({"base_revision": revision, "scope": scope, "kind": kind, "tags": tags})
             return dict(await api.command(memory_path(id, "relabel"), body))

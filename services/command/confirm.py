@@ -28,7 +28,11 @@ EVERYONE = re.compile(r"\b(all|every(one|body)?|teammates?|profile)\b", re.IGNOR
 WORD = re.compile(r"[\w']+")
 # Words between the content's in the message that change what they say: a negation, or a
 # number (another fact's, or the content's own cut short).
-CHANGES_MEANING = re.compile(r"^(not|no|never|nothing|nobody|none|nor|cannot|\w+n't|\w*\d\w*)$")
+CHANGES_MEANING = re.compile(
+    r"^(not|no|never|nothing|nobody|none|nor|cannot|\w+n't|\w*\d\w*|"
+    r"(do|does|did|is|are|was|were|ca|can|could|should|would|wo|must|need|have|has|had|ai|"
+    r"might|sha)nt)$"  # the same without an apostrophe (QA: "Ana isnt vegan" confirmed)
+)
 MAX_SKIPPED = 3  # other words the content's may have between them in the message
 MAX_SMALL = 8  # and small words (which bounds the work a 20,000-character message costs)
 MAX_STARTS = 50  # places in the message the content is looked for from

@@ -46,6 +46,7 @@ from services.command.rules import (
     find_item,
     holder_revised,
     inherited,
+    is_teammates,
     labelled,
     labels_of,
     new_revision,
@@ -267,7 +268,13 @@ def _relabel(state: StreamState, cmd: c.RelabelMemory, ctx: Context) -> list[Eve
     changes, as a pin to the pin it has)."""
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision)
-    check_owner(item, ctx)
+    if is_teammates(item, ctx):  # no proposal changes these (QA: the refusal said propose)
+        raise Forbidden(
+            f"memory {item.item_id} is {item.author}'s: only its author or an admin changes "
+            "its kind and tags",
+            item_id=item.item_id,
+            author=item.author,
+        )
     old = labels_of(item, ctx)
     kind = cmd.kind or item.kind
     tags = old.tags if cmd.tags is None else cmd.tags
@@ -317,7 +324,14 @@ def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Eve
 
 
 def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
-    check_owner(find_item(state, cmd.item_id), ctx)
+    item = find_item(state, cmd.item_id)
+    check_owner(item, ctx)
+    if ctx.is_agent and item.archived_from == "disabled":  # QA: a person's disabled memory,
+        raise Forbidden(  # archived, came back active at an agent's unarchive
+            f"memory {item.item_id} was disabled when it was archived: only a person can "
+            "bring it back",
+            item_id=item.item_id,
+        )
     return transition(state, cmd.item_id, {"archived": "active"})
 
 

@@ -83,6 +83,9 @@ class Item:
     # Its key, tags and sources, sealed as its event carries them (None: none, or saved
     # before labels were sealed): a correction's candidate takes its key.
     labels: Sealed | None = None
+    # What an archived memory was before its archive (None: not archived, or archived
+    # before this was kept): one a person had disabled stays a person's to bring back.
+    archived_from: Status | None = None
 
     @property
     def current(self) -> Revision:
@@ -334,6 +337,7 @@ def _status(state: StreamState, e: MemoryStatusChanged) -> None:
     item = state.items[e.item_id]
     item.last_change = ("status", e.previous)
     item.status, item.revision = e.status, e.revision
+    item.archived_from = e.previous if e.status == "archived" else None
     item.confirmed = item.confirmed or e.status == "active"
     item.revisions[e.revision] = item.revisions[e.revision - 1]
 
@@ -497,12 +501,15 @@ def _item_row(item: Item) -> ItemRow:
         item.retired_hashes,
         item.replaces,
         _sealed_row(item.labels),
+        item.archived_from,
     )
 
 
 def _item_of(row: ItemRow) -> Item:
     (item_id, kind, status, revision, pinned, key_hash, confirmed, revisions, *rest) = row
-    expires_at, last_change, links, author, retired_hashes, replaces, *labels = rest
+    expires_at, last_change, links, author, retired_hashes, replaces, *tail = rest
+    labels = tail[:1]  # rows of before labels were sealed have none
+    archived_from = tail[1] if len(tail) > 1 else None  # nor what an archive came from
     return Item(
         item_id=item_id,
         kind=kind,
@@ -522,6 +529,7 @@ def _item_of(row: ItemRow) -> Item:
         retired_hashes=retired_hashes,
         replaces=replaces,
         labels=_sealed_of(labels[0]) if labels and labels[0] is not None else None,
+        archived_from=archived_from,
     )
 
 

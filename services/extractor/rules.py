@@ -71,11 +71,10 @@ ASK = r"(?:(?:can|could|would|will) you\s+)?"
 # What a keyed statement names: the words between "my" and its first "is" or "are".
 KEYED = re.compile(r"^my\s+(?P<subject>[\w' -]{1,40}?)\s+(?:is|are)\s", CI)
 CALL_ME = re.compile(r"^call me\b", CI)
-# Words for a value, not a person or a thing that has many: "my <...> <word> is …" names it.
+# Words for one value, not for a person or a thing of which many things are said.
 VALUE_WORDS = frozenset(
-    "name age birthday address email phone number budget deadline timezone zone colour color "
-    "size salary rent limit language pronouns title role job city country team manager "
-    "company employer school date time day".split()
+    "name age birthday address email number budget deadline timezone colour color size "
+    "salary rent limit language pronouns nickname".split()
 )
 FAVOURITE = frozenset({"favourite", "favorite", "preferred"})  # "my favourite food is …"
 
@@ -225,22 +224,20 @@ def _candidate(statement: str) -> Candidate | None:
 
 
 def _key(content: str) -> str | None:
-    """The name of the one thing a statement gives a value to: "my dentist" for "My
-    dentist is Dr. Molar" (and for "My dentist's name is Dr. Fang"), "my trip budget" for
-    "My trip budget is 2000 EUR", "what to call me" for "Call me Sam". Only where the
-    subject names the thing: its value is a name (a capital), or the subject is a word for
-    a value (a budget, an age, a colour). "My daughter is 7 years old" and "My daughter is
-    allergic to peanuts" say two things of one person: no key, or confirming the one would
-    archive the other (QA). None for the rest ("I like tea" and "I like jazz")."""
+    """The name of the one value a statement gives: "my trip budget" for "My trip budget
+    is 2000 EUR", "my dentist's name" for "My dentist's name is Dr. Fang", "my favourite
+    food" for "My favourite food is sushi", "what to call me" for "Call me Sam". Only where
+    the subject is a word for a value (a name, a budget, an age, a colour, a favourite …):
+    of a person or a thing many things are said ("My manager is Alice", "My manager is on
+    leave", "My daughter is 7", "My wife is French"), and one key for them would make
+    confirming the one archive the other (QA). None for the rest."""
     if CALL_ME.match(content):
         return "what to call me"
     if (named := KEYED.match(content)) is None:
         return None
     subject = " ".join(named.group("subject").casefold().split())
-    subject = subject.removesuffix("'s name")  # "my dentist's name" is "my dentist"
-    value = content[named.end() :].lstrip()
-    last = subject.rsplit(" ", 1)[-1]
-    if value[:1].isupper() or last in VALUE_WORDS or subject.split()[0] in FAVOURITE:
+    words = subject.split()
+    if words[-1] in VALUE_WORDS or words[0] in FAVOURITE:
         return f"my {subject}"
     return None
 

@@ -71,7 +71,6 @@ WRITE_ORDER = (
     "copy_revision",
     "pin_item",
     "kind_item",
-    "retag_item",
     "status_item",
     "prune_revisions",
     "link",
@@ -191,9 +190,9 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
         # Its tags from now on: none when it has no labels; left as they are when its
         # labels cannot be opened (shredded by a forget that follows in the log).
         if event.labels is None:
-            writes.append(Write("retag_item", (event.item_id, [])))
+            writes.append(Write("relabel_item", (event.item_id, [], None)))
         elif opened.labels is not None:
-            writes.append(Write("retag_item", (event.item_id, list(opened.labels.tags))))
+            writes.append(Write("relabel_item", (event.item_id, list(opened.labels.tags), None)))
         return writes
     if isinstance(event, MemoryStatusChanged):
         writes = [

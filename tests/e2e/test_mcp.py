@@ -263,3 +263,6 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
         both = await mcp.call_tool("memory__update", {"id": saved["item_id"], "content": "x",
                                                       "kind": "fact"})
         assert both.is_error and "one change a call" in str(both.content)
+        linked = await mcp.call_tool("memory__update", {  # QA: the links were dropped
+            "id": saved["item_id"], "kind": "fact", "related_ids": [saved["item_id"]]})
+        assert linked.is_error and "memory__link" in str(linked.content)

@@ -15,7 +15,15 @@ import asyncpg
 import pytest
 
 from contracts.envelope import Actor, EventEnvelope
-from contracts.events import SCHEMA_VERSIONS, Event, Labels, MemoryPinned, MemoryRemembered
+from contracts.events import (
+    SCHEMA_VERSIONS,
+    Event,
+    Labels,
+    MemoryPinned,
+    MemoryRelabeled,
+    MemoryRemembered,
+    MemoryRevised,
+)
 from engram.crypto import MasterKey, load_master_key, seal
 from engram.keystore import KeyStore, shred
 from engram.settings import CommonSettings
@@ -280,3 +288,32 @@ async def test_a_memorys_sealed_labels_are_opened_and_plain_ones_of_before_still
     assert found[sealed_id] == ("key-1", ["work"], ["msg-1"])
     assert found[legacy_id] == ("key-2", ["work"], ["msg-2"])
     assert found[shredded] == (None, [], [])  # forgotten before it was projected
+
+
+async def test_a_relabel_and_a_keyed_save_in_one_batch_take_their_tags_in_the_logs_order(
+    pool: asyncpg.Pool, s: Stream
+) -> None:
+    """QA: a relabel's tags were written after a keyed save's, whatever their order in the
+    log (writes go by query), so a batch that held both lost the save's tags, and a replay
+    that batched them otherwise differed from the live model."""
+    first = await s.remember(1, "Window seats.")
+    await s.apply([first])
+    item_id = MemoryRemembered.model_validate(
+        EventEnvelope.model_validate_json(first.value).payload).item_id
+    key = (await s.keys.get_many({item_id}))[item_id]
+
+    def labels(*tags: str) -> Any:
+        return seal(item_id, key, Labels(key="seat", tags=tags, sources=("m-1",))
+                    .model_dump_json(exclude_defaults=True))
+
+    relabel = s.record(2, MemoryRelabeled(item_id=item_id, revision=2, kind="preference",
+                                          labels=labels("flights")))
+    save = s.record(3, MemoryRevised(item_id=item_id, revision=3, base_revision=2,
+                                     reason="corrected", content=seal(item_id, key, "Aisle."),
+                                     content_hash="h-aisle", content_length=6,
+                                     labels=labels("flights", "comfort")))
+    await s.apply([relabel, save])
+    row = await pool.fetchrow(
+        "SELECT kind, tags, sources, revision FROM memory.items WHERE item_id = $1", item_id)
+    assert (row["kind"], row["tags"], row["sources"], row["revision"]) == (
+        "preference", ["flights", "comfort"], ["m-1"], 3)

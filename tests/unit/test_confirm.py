@@ -56,6 +56,9 @@ from services.command.confirm import user_asked_to_save
         ("Remember: the flight is at 10, the hotel is at 12.", "The flight is at 12.", False,
          False),
         ("Tea or coffee? Remember: tea at four.", "Tea at four", False, True),
+        ("Remember that Ana isnt vegan", "Ana is vegan", False, False),
+        ("Remember that Ana wasnt ever vegan", "Ana was vegan", False, False),
+        ("Remember that Ana aint vegan", "Ana vegan", False, False),
     ],
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:

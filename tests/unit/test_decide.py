@@ -442,7 +442,10 @@ def test_a_disabled_memory_stays_so_until_a_person_enables_it() -> None:
     run(state, c.DisableMemory(item_id=item, disabled=True), agent)
     with pytest.raises(Forbidden, match="only a person"):  # QA: then unarchived, active
         run(state, c.ArchiveMemory(item_id=item), agent)
-    run(state, c.DisableMemory(item_id=item, disabled=False))
+    run(state, c.ArchiveMemory(item_id=item))  # a person archives the disabled memory
+    with pytest.raises(Forbidden, match="was disabled when it was archived"):  # QA
+        run(state, c.UnarchiveMemory(item_id=item), agent)
+    run(state, c.UnarchiveMemory(item_id=item))  # a person may: active
     run(state, c.ArchiveMemory(item_id=item), agent)
     [back] = run(state, c.UnarchiveMemory(item_id=item), agent)  # seed 004: restored at once
     assert isinstance(back, MemoryStatusChanged) and back.status == "active"
@@ -473,3 +476,17 @@ def test_a_relabel_changes_kind_or_tags_in_a_new_revision_and_undo_takes_it_back
     assert labels_of(cleared) == Labels(key="tea", sources=("m-1",))
     with pytest.raises(ValueError, match="the new kind, the new tags, or both"):
         c.RelabelMemory(item_id=saved.item_id, base_revision=4)
+
+
+def test_a_teammates_memory_is_relabeled_by_its_author_or_an_admin_only() -> None:
+    """QA: the refusal said to propose the change, which no proposal can."""
+    state = StreamState("acme/shared")
+    ana = make_context(scope="shared", member="ana")
+    [saved] = run(state, c.RememberMemory(content="Deploys on Tuesdays.", scope="shared"), ana)
+    ben = make_context(scope="shared", member="ben")
+    with pytest.raises(Forbidden, match="only its author or an admin"):
+        run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
+                                   scope="shared"), ben)
+    admin = make_context(scope="shared", member="cleo", is_admin=True)
+    assert run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
+                                      scope="shared"), admin)

@@ -44,17 +44,16 @@ UPDATE memory.items SET revision = GREATEST(revision, $2), title = $3, content =
 WHERE item_id = $1
 
 -- name: relabel_item
--- A keyed save that revised the memory brought tags or sources: its labels from now on.
-UPDATE memory.items SET tags = $2, sources = $3 WHERE item_id = $1 AND status <> 'forgotten'
+-- A keyed save that revised the memory brought tags or sources, or a relabel gave it other
+-- tags ($3 NULL: its sources stay): its labels from now on. One query for both, so a batch
+-- that holds both applies them in the log's order.
+UPDATE memory.items SET tags = $2, sources = coalesce($3, sources)
+WHERE item_id = $1 AND status <> 'forgotten'
 
 -- name: kind_item
 UPDATE memory.items SET revision = GREATEST(revision, $2), kind = $3,
                         updated_at = GREATEST(updated_at, $4)
 WHERE item_id = $1
-
--- name: retag_item
--- A relabel's tags (its key and sources are unchanged).
-UPDATE memory.items SET tags = $2 WHERE item_id = $1 AND status <> 'forgotten'
 
 -- name: pin_item
 UPDATE memory.items SET revision = GREATEST(revision, $2), pinned = $3,
