@@ -147,6 +147,10 @@ class OrgPolicy(BaseModel):
     # quotas protect the service); None: no quota. Past it, a command that would add one
     # is refused (429).
     max_memories_per_scope: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+    # Seed 004's memory capability: off, runs are given no memory, agents read and change
+    # none, and the extractor learns nothing; what is held stays, and people still read,
+    # correct and forget it. An org's switch, which no other org's touches.
+    memory: StrictBool = True
     # Whether the extractor learns into agents' memory from their turns (seed 002's
     # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
     agent_memory: StrictBool = True

@@ -53,6 +53,8 @@ class Context:
     max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
     # The org's quota of memories per scope, all but the forgotten (None: no quota).
     max_memories_per_scope: int | None = None
+    # The org's memory capability (seed 004): off, an agent's command is refused.
+    memory: bool = True
     # A promotion's or a fork's source memories, read by the writer, and the session the
     # token's session forks.
     copies: tuple[Copy, ...] = ()

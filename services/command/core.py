@@ -28,6 +28,7 @@ from services.command.errors import (
     Conflict,
     Forbidden,
     InvalidCommand,
+    MemoryOff,
 )
 from services.command.links import link, related, unlink
 from services.command.proposals import merge, propose, reject, withdraw
@@ -69,6 +70,11 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
             "it again and retry",
             current_version=state.seq,
             expected_version=cmd.expected_version,
+        )
+    if ctx.is_agent and not ctx.memory:
+        raise MemoryOff(
+            "memory is off for this org (its policy's memory): an agent saves and changes "
+            "nothing; what is held stays, for its people to read, correct and forget"
         )
     handler = _HANDLERS[type(cmd)]
     events = handler(state, cmd, ctx)

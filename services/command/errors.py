@@ -94,6 +94,12 @@ class CandidateLimitReached(DomainError):
     code, status, title = "candidate_limit_reached", 429, "Too many candidates from this run"
 
 
+class MemoryOff(DomainError):
+    """The org turned its memory capability off (seed 004): agents change nothing."""
+
+    code, status, title = "memory_off", 403, "Memory is off"
+
+
 class MemoryQuotaReached(DomainError):
     """The scope holds as many memories as the org's quota allows (seed 004's storage
     quotas): nothing more is added until some are forgotten or the quota is raised."""

@@ -116,6 +116,9 @@ class TurnExtractor:
         # publish, a re-drive of a fallback's dead letter) must not spend AI budget twice.
         if await conn.fetchval(Q["turn_method"], *key) is not None:
             return _skip("already_handled", turn)
+        # An org whose memory is off learns nothing (seed 004's memory capability).
+        if not await _switched_on(conn, "memory", org):
+            return _skip("memory_off", turn)
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
         if principal.session and not await _switched_on(
             conn, "generate", org, principal.session, principal.fork_of

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request, Security
+from fastapi import APIRouter, Depends, Query, Request, Security
 
 from contracts.commands import ScopeChoice
 from contracts.recall import (
@@ -40,7 +40,32 @@ from services.recall.adapters.store import RecallStore
 from services.recall.core import excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
-router = APIRouter(responses=PROBLEM_RESPONSES, dependencies=[Security(BEARER)])
+# What an agent may still read while its org's memory is off: the policy, its session's
+# switches, the generation, and a packet (empty then).
+OPEN_WHEN_OFF = frozenset({"/v1/recall", "/v1/policy", "/v1/session", "/v1/generation"})
+
+
+async def _memory_on_for_agents(request: Request) -> None:
+    """Seed 004: an org that turns its memory capability off hides it from its agents:
+    their reads are refused (403 ``memory_off``) and a packet is empty; what is held stays,
+    for the org's people to read, correct and forget."""
+    if request.url.path in OPEN_WHEN_OFF:
+        return
+    app = request.app.state
+    principal = principal_from(request, app.verifier)
+    if principal.is_agent and not (await app.store.org_policy(principal)).memory:
+        raise ProblemError(
+            403,
+            "Memory is off",
+            "memory is off for this org (its policy's memory): its agents read none",
+            "memory_off",
+        )
+
+
+router = APIRouter(
+    responses=PROBLEM_RESPONSES,
+    dependencies=[Security(BEARER), Depends(_memory_on_for_agents)],
+)
 Status = Literal["active", "disabled", "archived", "candidate"]
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
 

@@ -203,7 +203,9 @@ async def recall(
         opening = await store.opening(p, req.max_items, req.policy, settings.packet_items)
         org, generation = opening.policy, generation_text(opening.generation)
         policy = req.policy or org.policy
-        if not req.use_memory:  # memory off: nothing supplied, nothing recorded
+        # Memory off, for this run or for the org (seed 004's memory capability): nothing
+        # supplied, nothing recorded.
+        if not req.use_memory or not org.memory:
             return RecallResponse(
                 context_id=None, generation=generation, policy=policy, items=[], packet=""
             )

@@ -161,3 +161,42 @@ async def test_agent_memory_off_lets_agents_learn_nothing_from_their_turns(
             await conn.close()
         assert [r["turn_id"] for r in handled] == ["t-own"]
         assert await candidates(helper, "agent") == []
+
+
+async def test_an_orgs_memory_off_hides_it_from_agents_and_keeps_it_for_people(
+        services: dict[str, str]) -> None:
+    """Seed 004: disabling the memory capability hides its tools but keeps the data; one
+    org's switch touches no other org (a seed coverage audit found no switch)."""
+    ana = caller()
+    agent = caller(org=ana.org, agent="helper")
+    other = caller(agent="helper")  # another org, memory on
+    admin = caller(org=ana.org, member="root", roles=("admin",))
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        # Set before the org's first command, so the writer reads it fresh.
+        r = await http.put(f"{recall}/v1/policy", headers=admin.headers, json={"memory": False})
+        assert r.status_code == 200 and r.json()["memory"] is False
+        save = await http.post(f"{command}/v1/memories", headers=agent.headers, json={
+            "content": "x", "user_message": "remember x"})
+        assert (save.status_code, save.json()["code"]) == (403, "memory_off")
+        saved = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                                json={"content": "Standups are at 9:30."})
+        assert saved.status_code == 201, saved.text  # its people still save
+
+        async def listed() -> bool:
+            r = await http.get(f"{recall}/v1/memories", headers=ana.headers)
+            return r.status_code == 200 and len(r.json()["memories"]) == 1
+
+        await eventually(listed, what="the memory in its person's list")
+        packet = await http.post(f"{recall}/v1/recall", headers=agent.headers,
+                                 json={"query": "standups"})
+        assert (packet.status_code, packet.json()["items"], packet.json()["packet"]) == (
+            200, [], "")
+        hidden = await http.get(f"{recall}/v1/memories", headers=agent.headers)
+        assert (hidden.status_code, hidden.json()["code"]) == (403, "memory_off")
+        forgot = await http.post(f"{command}/v1/memories/{saved.json()['item_id']}/forget",
+                                 headers=ana.headers, json={})
+        assert forgot.status_code == 200, forgot.text
+        elsewhere = await http.post(f"{command}/v1/memories", headers=other.headers, json={
+            "content": "Lunch at noon.", "user_message": "Remember: lunch at noon."})
+        assert elsewhere.status_code == 201, elsewhere.text

@@ -105,7 +105,7 @@ async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall
     assert first.status_code == 200, first.text
     defaults = {"policy": "hybrid", "max_chars": None, "session_use": True,
                 "session_generate": True, "max_candidates_per_run": 3, "agent_memory": True,
-                "max_memories_per_scope": None}
+                "max_memories_per_scope": None, "memory": True}
     assert first.json() == {**defaults, "max_items": 5, "keep_revisions": 3}
     quota = await recall.put_policy({"max_memories_per_scope": 500}, "admin")
     assert quota.json() == {**first.json(), "max_memories_per_scope": 500}

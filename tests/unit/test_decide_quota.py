@@ -11,7 +11,7 @@ import pytest
 from contracts import commands as c
 from contracts.events import Event
 from services.command.core import Context, decide
-from services.command.errors import MemoryQuotaReached
+from services.command.errors import MemoryOff, MemoryQuotaReached
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import make_context
 
@@ -52,3 +52,19 @@ def test_the_count_is_rebuilt_from_the_items_after_a_restore() -> None:
     state.live = None  # as a state loaded from its checkpoint rows
     with pytest.raises(MemoryQuotaReached):
         run(state, c.RememberMemory(content="fact 3"))
+
+
+def test_an_org_whose_memory_is_off_takes_no_agents_command_but_its_peoples() -> None:
+    """Seed 004: turning the memory capability off hides it from agents and keeps what is
+    held (a seed coverage audit found no switch)."""
+    state = StreamState("acme/member:ana")
+    off = replace(make_context(), memory=False)
+    [saved] = run(state, c.RememberMemory(content="Kept."), off)  # a person still may
+    agent = replace(make_context(is_agent=True), memory=False)
+    for cmd in (c.RememberMemory(content="x", user_message="remember x"),
+                c.PinMemory(item_id=saved.item_id, pinned=True),
+                c.ForgetMemory(item_id=saved.item_id)):
+        with pytest.raises(MemoryOff) as refused:
+            run(state, cmd, agent)
+        assert refused.value.rejection().status == 403
+    assert run(state, c.ForgetMemory(item_id=saved.item_id), off)

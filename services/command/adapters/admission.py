@@ -121,6 +121,7 @@ def context_for(
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,
         max_memories_per_scope=limits.max_memories_per_scope,
+        memory=limits.memory,
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

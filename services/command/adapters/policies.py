@@ -29,6 +29,8 @@ class OrgLimits:
     max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN
     # Memories one scope may hold, all but the forgotten (None: no quota).
     max_memories_per_scope: int | None = None
+    # The org's memory capability (seed 004): off, agents change nothing.
+    memory: bool = True
 
 
 KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
@@ -56,8 +58,8 @@ class OrgPolicies:
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
         try:
             rows = await self._pool.fetch(
-                "SELECT org, keep_revisions, max_candidates_per_run, max_memories_per_scope "
-                "FROM recall.org_policies WHERE org = ANY($1)",
+                "SELECT org, keep_revisions, max_candidates_per_run, max_memories_per_scope, "
+                "memory FROM recall.org_policies WHERE org = ANY($1)",
                 orgs,
             )
         except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
@@ -66,7 +68,10 @@ class OrgPolicies:
             return {}
         return {
             r["org"]: OrgLimits(
-                r["keep_revisions"], r["max_candidates_per_run"], r["max_memories_per_scope"]
+                r["keep_revisions"],
+                r["max_candidates_per_run"],
+                r["max_memories_per_scope"],
+                r["memory"],
             )
             for r in rows
         }

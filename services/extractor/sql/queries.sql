@@ -63,3 +63,7 @@ SELECT generate FROM recall.session_switches($1, $2, $3)
 -- name: agent_memory
 -- The org's agent memory switch (recall's org policy; on when the org sets none).
 SELECT coalesce((SELECT agent_memory FROM recall.org_policies WHERE org = $1), true)
+
+-- name: memory
+-- The org's memory switch (seed 004's memory capability; on when the org sets none).
+SELECT coalesce((SELECT memory FROM recall.org_policies WHERE org = $1), true)

@@ -137,6 +137,7 @@ class RecallStore:
                 policy.agent_memory,
                 list(changes),
                 policy.max_memories_per_scope,
+                policy.memory,
             )
         return OrgPolicy(**dict(row))
 
