@@ -167,7 +167,10 @@ class RecallStore:
             OrgPolicy()
             if row["policy"] is None
             else OrgPolicy(
-                policy=row["policy"], max_items=row["max_items"], max_chars=row["max_chars"]
+                policy=row["policy"],
+                max_items=row["max_items"],
+                max_chars=row["max_chars"],
+                memory=row["memory"],
             )
         )
         pinned = [_candidate(c) for c in json.loads(row["pinned"])]

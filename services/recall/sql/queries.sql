@@ -21,10 +21,10 @@ SELECT lexeme, docs, length, in_query FROM recall.term_stats($1, $2)
 -- What every packet needs first, in one round trip: the generation (shared:own:expired; own
 -- and expired over $2, the token's own scopes: its member's, and its agent's, session's
 -- and project's when it names them),
--- the org's policy, and the pinned items, newest first ($3: the visible scopes), as many
+-- the org's policy (with its memory switch), and the pinned items, newest first ($3: the visible scopes), as many
 -- as the packet holds: the request's $4 items, else the org's, else $6; none when the
 -- policy (the request's $5, else the org's) is newest_first, which shows no pinned first.
-SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars,
+SELECT g.shared, g.own, g.expired, o.policy, o.max_items, o.max_chars, o.memory,
        (SELECT coalesce(json_agg(p ORDER BY p.updated_at DESC), '[]')
         FROM (SELECT item_id, revision, scope, kind, title, content, pinned,
                      extract(epoch FROM updated_at)::double precision AS updated_at
