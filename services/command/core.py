@@ -63,6 +63,12 @@ from services.command.state import Item, StreamState
 __all__ = ["Context", "decide", "new_item_id"]
 
 
+# What an agent may still do while its org's memory is off: erase. An agent's own scope is
+# reached with its token alone, and forgetting is never refused (QA: the agent's memories
+# could be erased by nobody until memory was on again).
+ERASURES = (c.ForgetMemory, c.ClearMemories)
+
+
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
     if cmd.expected_version is not None and cmd.expected_version != state.seq:
         raise Conflict(
@@ -71,10 +77,11 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
             current_version=state.seq,
             expected_version=cmd.expected_version,
         )
-    if ctx.is_agent and not ctx.memory:
+    if ctx.is_agent and not ctx.memory and not isinstance(cmd, ERASURES):
         raise MemoryOff(
             "memory is off for this org (its policy's memory): an agent saves and changes "
-            "nothing; what is held stays, for its people to read, correct and forget"
+            "nothing but forgets; what is held stays, for its people to read, correct and "
+            "forget"
         )
     handler = _HANDLERS[type(cmd)]
     events = handler(state, cmd, ctx)

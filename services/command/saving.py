@@ -123,7 +123,10 @@ async def ingest(request: Request) -> JSONResponse:
             for p, i in zip(payloads, ids, strict=True)
         )
     )
-    return JSONResponse({"results": [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]})
+    results = [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]
+    if all(r.get("code") == "memory_off" for r in results):  # as every other route answers
+        raise ProblemError(403, "Memory is off", results[0]["detail"], "memory_off")
+    return JSONResponse({"results": results})
 
 
 def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:

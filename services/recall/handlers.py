@@ -104,12 +104,17 @@ async def get_policy(request: Request) -> OrgPolicy:
 @router.put("/v1/policy")
 async def put_policy(request: Request, body: OrgPolicy) -> OrgPolicy:
     """Set the fields of the org's policy the body names (a missing one keeps its value,
-    as in ``PUT /v1/session``); needs the ``admin`` role in the token."""
+    as in ``PUT /v1/session``); needs a person's token (no agent) with the ``admin`` role."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
-    if "admin" not in principal.roles:
+    if "admin" not in principal.roles or principal.is_agent:
+        # A person's: an agent, even an admin's, would turn back on the memory switch that
+        # governs it (QA), or lift its own run's cap.
         raise ProblemError(
-            403, "Forbidden", "setting the org's policy needs the admin role", "forbidden"
+            403,
+            "Forbidden",
+            "setting the org's policy needs a person's token with the admin role",
+            "forbidden",
         )
     changes = {name: getattr(body, name) for name in body.model_fields_set}
     return await app.store.set_org_policy(principal, changes)

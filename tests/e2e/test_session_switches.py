@@ -200,3 +200,13 @@ async def test_an_orgs_memory_off_hides_it_from_agents_and_keeps_it_for_people(
         elsewhere = await http.post(f"{command}/v1/memories", headers=other.headers, json={
             "content": "Lunch at noon.", "user_message": "Remember: lunch at noon."})
         assert elsewhere.status_code == 201, elsewhere.text
+        ingest = await http.post(f"{command}/v1/memories/ingest", headers=agent.headers,
+                                 json={"messages": [{"content": "x"}]})
+        assert (ingest.status_code, ingest.json()["code"]) == (403, "memory_off")  # QA: 200
+        cleared = await http.post(f"{command}/v1/memories/clear", headers=agent.headers,
+                                  json={"confirm": True, "scope": "agent"})
+        assert cleared.status_code == 200, cleared.text  # erasing is never refused (QA)
+        agent_admin = caller(org=ana.org, agent="helper", roles=("admin",))
+        on_again = await http.put(f"{recall}/v1/policy", headers=agent_admin.headers,
+                                  json={"memory": True})
+        assert on_again.status_code == 403, on_again.text  # QA: an agent switched it on
