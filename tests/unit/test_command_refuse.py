@@ -18,11 +18,16 @@ from asyncpg.exceptions._base import InternalClientError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
+from engram.auth import TokenVerifier, mint_token
+from engram.crypto import MasterKey
 from engram.faults import is_transient
-from services.command.adapters.batch import NotApplied, Submitted
+from engram.settings import CommonSettings
+from services.command.adapters.admission import repeat_reply
+from services.command.adapters.batch import Decoded, NotApplied, Submitted
 from services.command.adapters.writer import PartitionWriter
 from services.command.answers import MAX_REPLY_BYTES, fitted
 from services.command.context import new_item_id
+from services.command.state import StreamState
 
 ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
             "stream_id": "acme/member:ana", "payload": {"content": "x"}}
@@ -170,3 +175,25 @@ async def test_a_checkpoint_that_fails_after_the_commit_does_not_fail_the_batch(
     await w.process([marker])
     assert producer.committed == 1 and [list(o.values()) for o in producer.offsets] == [[6]]
     assert w.events_since_checkpoint == w._checkpoint_every  # saved by a later batch
+
+
+def test_an_agents_repeat_is_refused_while_its_orgs_memory_is_off() -> None:
+    """QA: a repeat got its first answer, the memory's state and all, though memory was off
+    (a repeat is answered before any decision)."""
+    secret = "s" * 32
+    verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": secret}))
+    state = StreamState("acme/member:ana")
+    first = {"item_id": "i1", "revision": 1, "status": "active"}
+
+    def reply(token: str, memory_on: bool) -> CommandReply:
+        env = CommandEnvelope.model_validate({**ENVELOPE, "token": token})
+        return repeat_reply(verifier, Decoded(None, env), state, {}, (0, 0),
+                            MasterKey(bytes(32)), first, memory_on=memory_on)
+
+    agent = mint_token(secret, org="acme", member="ana", agent="bot")
+    refused_reply = reply(agent, memory_on=False)
+    assert refused_reply.rejection is not None
+    assert refused_reply.rejection.code == "memory_off"
+    assert reply(agent, memory_on=True).ok
+    person = mint_token(secret, org="acme", member="ana")
+    assert reply(person, memory_on=False).ok

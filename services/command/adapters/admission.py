@@ -31,7 +31,14 @@ from services.command.adapters.lookups import Lookups, command_key
 from services.command.adapters.policies import OrgLimits
 from services.command.answers import fingerprint, json_errors, refused, repeated
 from services.command.context import Context, Copy, new_item_id
-from services.command.errors import DomainError, Forbidden, Gone, InvalidCommand, Unauthenticated
+from services.command.errors import (
+    DomainError,
+    Forbidden,
+    Gone,
+    InvalidCommand,
+    MemoryOff,
+    Unauthenticated,
+)
 from services.command.state import StreamState
 
 
@@ -137,16 +144,20 @@ def repeat_reply(
     partition: tuple[int, int],
     master: MasterKey,
     first: dict[str, Any],
+    memory_on: bool = True,
 ) -> CommandReply:
     """A repeat's reply: its first answer, for its own caller only, unless it is another
     request under the used id (as far as the stream knows: a command decided after the
-    last checkpoint is known after a restore by its answer only)."""
+    last checkpoint is known after a restore by its answer only), or an agent's while its
+    org's memory is off (``memory_on``: QA, it read the memory's state then)."""
     env = d.envelope
     assert env is not None
     try:
-        caller(verifier, env, d.appended_at)
+        principal = caller(verifier, env, d.appended_at)
     except DomainError as exc:
         return refused(env, exc)
+    if principal.is_agent and not memory_on:
+        return refused(env, MemoryOff("memory is off for this org (its policy's memory)"))
     own = state.items.get(new_item_id(env.stream_id, env.command_id))
     if own is not None and own.status == "forgotten":
         # Not its first answer, which named the memory as it was: the gateway, which cannot

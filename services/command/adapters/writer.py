@@ -42,6 +42,7 @@ from services.command.adapters.batch import (
     sealed_key_holders,
 )
 from services.command.adapters.lookups import BatchLookups, Lookups, command_key
+from services.command.adapters.policies import OrgLimits
 from services.command.adapters.restore import Restorer
 from services.command.answers import (
     accepted,
@@ -228,8 +229,16 @@ class PartitionWriter:
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
         if (first := state.first_answer(env.command_id)) is not None:  # a repeat
+            limits = looked_up.limits.get(env.stream_id.split("/", 1)[0], OrgLimits())
             reply = repeat_reply(
-                self._verifier, d, state, keys, self._where, self._keys.master, first
+                self._verifier,
+                d,
+                state,
+                keys,
+                self._where,
+                self._keys.master,
+                first,
+                memory_on=limits.memory,
             )
             await self._reply(d, reply)
             return
