@@ -209,6 +209,13 @@ class DisableMemory(ItemCommand):
     disabled: StrictBool = True
 
 
+class RetractKey(Command):
+    """Disable the active memory that holds ``key`` (seed 002's Forget of a session fact:
+    the fact is retracted, not erased; an unknown key is a conflict)."""
+
+    key: str = Field(min_length=1, max_length=MAX_TITLE)
+
+
 class ArchiveMemory(ItemCommand):
     superseded_by: str | None = Field(default=None, max_length=64)
 
@@ -328,6 +335,7 @@ COMMANDS: dict[str, type[Command]] = {
         UndoChange,
         PinMemory,
         DisableMemory,
+        RetractKey,
         ArchiveMemory,
         UnarchiveMemory,
         ConfirmCandidate,

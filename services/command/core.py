@@ -324,6 +324,17 @@ def _disable(state: StreamState, cmd: c.DisableMemory, ctx: Context) -> list[Eve
     return transition(state, cmd.item_id, allowed)
 
 
+def _retract(state: StreamState, cmd: c.RetractKey, ctx: Context) -> list[Event]:
+    """Disable the active memory that holds the key (seed 002's Forget by key); none holds
+    it: 409, as the seed's unknown key. The key stays out of the answer: replies carry no
+    memory's words."""
+    item = state.active_by_key(ctx.key_hash(cmd.key))
+    if item is None:
+        raise Conflict("no active memory of this scope holds that key")
+    check_owner(item, ctx)
+    return transition(state, item.item_id, {"active": "disabled"})
+
+
 def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Event]:
     check_superseded_by(state, cmd.item_id, cmd.superseded_by)
     item = find_item(state, cmd.item_id)
@@ -407,6 +418,7 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.UndoChange: _undo,
     c.PinMemory: _pin,
     c.DisableMemory: _disable,
+    c.RetractKey: _retract,
     c.ArchiveMemory: _archive,
     c.UnarchiveMemory: _unarchive,
     c.ConfirmCandidate: _confirm,

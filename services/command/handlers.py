@@ -126,6 +126,11 @@ async def clear(request: Request) -> JSONResponse:
     return await submit(request, "ClearMemories", await read_json(request, optional=True))
 
 
+async def retract(request: Request) -> JSONResponse:
+    """Disable the active memory that holds a key (``{"key": ..., "scope": ...}``)."""
+    return await submit(request, "RetractKey", await read_json(request))
+
+
 async def promote(request: Request) -> JSONResponse:
     """Copy the token's session's lasting memories into its agent's (``kinds`` optional)."""
     return await submit(request, "PromoteSession", await read_json(request, optional=True))
@@ -154,6 +159,7 @@ routes = [
     Route("/v1/memories", remember, methods=["POST"]),
     # Before the item routes: these are no item ids.
     Route("/v1/memories/clear", clear, methods=["POST"]),
+    Route("/v1/memories/retract", retract, methods=["POST"]),
     *saving_routes,
     Route("/v1/memories/{item_id}/{action}", item_action, methods=["POST"]),
     Route("/v1/memories/{item_id}", forget, methods=["DELETE"]),

@@ -81,7 +81,7 @@ def install_openapi(app: FastAPI) -> None:
 def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
     """The command routes' OpenAPI paths, and the schemas they refer to."""
     models: list[type[c.Command]] = [m for m, _ in ACTIONS.values()]
-    models += [*PROPOSAL_ACTIONS.values(), c.RememberMemory, c.ClearMemories]
+    models += [*PROPOSAL_ACTIONS.values(), c.RememberMemory, c.ClearMemories, c.RetractKey]
     models += [c.PromoteSession, c.ForkSession]
     _, defs = models_json_schema([(m, "validation") for m in set(models)], ref_template=REF)
     schemas: dict[str, Any] = defs.get("$defs", {})
@@ -91,6 +91,11 @@ def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
     paths: dict[str, Any] = {
         "/v1/memories": {
             "post": _operation("Remember a memory", _ref("RememberMemory"), creates=True)
+        },
+        "/v1/memories/retract": {
+            "post": _operation(
+                "Disable the active memory that holds a key (409: none does)", _ref("RetractKey")
+            )
         },
         "/v1/memories/clear": {
             "post": _operation("Forget every memory of one scope", _ref("ClearMemories"))

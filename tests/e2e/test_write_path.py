@@ -293,3 +293,22 @@ async def _records_since(bootstrap: str, since: dict[TopicPartition, int]) -> li
             assert time.monotonic() < deadline, "the topics were not read to their end"
     finally:
         await kafka.stop()
+
+
+async def test_a_key_is_retracted_over_http(services: dict[str, str]) -> None:
+    """Seed 002's Forget by key: the key's memory is disabled (kept, not erased)."""
+    ana = caller(session="trip")
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        saved = await remember(http, cmd, ana, content="The budget is 1500 EUR.",
+                               key="budget", scope="session")
+        url = f"{cmd}/v1/memories/retract"
+        r = await http.post(url, headers=ana.headers, json={"key": "budget", "scope": "session"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["item_id"], r.json()["status"]) == (saved["item_id"], "disabled")
+        again = await http.post(url, headers=ana.headers,
+                                json={"key": "budget", "scope": "session"})
+        assert (again.status_code, again.json()["code"]) == (409, "conflict")
+        got = await eventually(lambda: _get(http, rec, ana, saved["item_id"], revision=2),
+                               what="the retraction in the read model")
+        assert (got["status"], got["content"]) == ("disabled", "The budget is 1500 EUR.")

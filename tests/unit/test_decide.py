@@ -490,3 +490,17 @@ def test_a_teammates_memory_is_relabeled_by_its_author_or_an_admin_only() -> Non
     admin = make_context(scope="shared", member="cleo", is_admin=True)
     assert run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
                                       scope="shared"), admin)
+
+
+def test_a_key_is_retracted_by_disabling_its_memory_and_an_unknown_key_conflicts() -> None:
+    """Seed 002's Forget of a session fact: retracted, not erased; an unknown key → 409."""
+    state = StreamState("acme/session:trip")
+    [saved] = run(state, c.RememberMemory(content="The budget is 1500 EUR.", key="budget"))
+    [retracted] = run(state, c.RetractKey(key="budget"), make_context(is_agent=True))
+    assert isinstance(retracted, MemoryStatusChanged)
+    assert (retracted.item_id, retracted.status) == (saved.item_id, "disabled")
+    with pytest.raises(Conflict, match="no active memory of this scope holds that key") as gone:
+        run(state, c.RetractKey(key="budget"))  # retracted already
+    assert "budget" not in str(gone.value.extra)
+    [again] = run(state, c.RememberMemory(content="The budget is 2000 EUR.", key="budget"))
+    assert again.item_id != saved.item_id  # a retracted key comes back by a new remember
