@@ -6,6 +6,7 @@ transaction must never reach a read model.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -16,7 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.producer import sender as _sender
 
 from contracts.topics import TopicSpec, dead_letter_topic, topic_specs
@@ -83,6 +84,23 @@ def consumer(bootstrap: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
         fetch_max_wait_ms=kwargs.pop("fetch_max_wait_ms", FETCH_MAX_WAIT_MS),
         **kwargs,
     )
+
+
+# How long /health waits for the broker to answer.
+BROKER_HEALTH_SECONDS = 2.0
+
+
+async def broker_answers(kafka: AIOKafkaConsumer, timeout: float = BROKER_HEALTH_SECONDS) -> bool:
+    """Whether the broker answers a request (the assigned partitions' ends, or the topics)
+    within ``timeout``: ``/health`` says 503 while it does not (chaos QA: it said 200 with
+    the broker down)."""
+    assigned = list(kafka.assignment())
+    request = kafka.end_offsets(assigned) if assigned else kafka.topics()
+    try:
+        await asyncio.wait_for(request, timeout)
+    except (TimeoutError, KafkaError):
+        return False
+    return True
 
 
 async def ensure_topics(bootstrap: str, partitions: int) -> list[str]:

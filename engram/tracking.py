@@ -25,11 +25,10 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 
 from engram.faults import UNSTORABLE, of_the_moment
-from engram.kafka import consumer, dead_letter
+from engram.kafka import broker_answers, consumer, dead_letter
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -55,7 +54,6 @@ PreparedOneStatement = Callable[[asyncpg.Connection, P, list[OffsetRow]], Awaita
 # again, doubling while the database stays away.
 RECOVERY_FIRST_SECONDS = 0.5
 RECOVERY_MAX_SECONDS = 10.0
-BROKER_HEALTH_SECONDS = 2.0  # how long /health waits for the broker to answer
 OFFSETS_UPSERT = (
     "INSERT INTO {table} (consumer, topic, partition, next_offset) "
     "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
@@ -263,17 +261,8 @@ class TrackedFollower:
         for tp, part in batches.items():
             self.positions[tp.partition] = self.next_offset[tp] = part[-1].offset + 1
 
-    async def broker_answers(self, timeout: float = BROKER_HEALTH_SECONDS) -> bool:
-        """Whether the broker answers a request (the assigned partitions' ends, or the
-        topics) within ``timeout``: ``/health`` says 503 while it does not (chaos QA: it
-        said 200 with the broker down)."""
-        assigned = list(self.consumer.assignment())
-        request = self.consumer.end_offsets(assigned) if assigned else self.consumer.topics()
-        try:
-            await asyncio.wait_for(request, timeout)
-        except (TimeoutError, KafkaError):
-            return False
-        return True
+    async def broker_answers(self) -> bool:
+        return await broker_answers(self.consumer)
 
     async def dead_letter(self, record: Record, error: str) -> None:
         """Publish a poison record with its error before its offset is stored; once."""

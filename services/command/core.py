@@ -33,11 +33,11 @@ from services.command.errors import (
 from services.command.links import link, related, unlink
 from services.command.proposals import merge, propose, reject, withdraw
 from services.command.rules import (
-    already_held,
     check_base,
     check_key_free,
     check_may_forget,
     check_not_forgotten,
+    check_not_held,
     check_owner,
     check_person_for_text,
     check_person_to_enable,
@@ -47,7 +47,6 @@ from services.command.rules import (
     find_item,
     holder_revised,
     inherited,
-    is_teammates,
     labelled,
     labels_of,
     new_revision,
@@ -114,8 +113,8 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         not ctx.is_agent
         or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     )
-    if not confirmed and (holder := state.holding(digest, ctx.now)) is not None:
-        raise already_held(holder)
+    if not confirmed:
+        check_not_held(state, digest, ctx)
     existing = state.active_by_key(ctx.key_hash(cmd.key)) if cmd.key else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx)
@@ -174,8 +173,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
         # An inference never replaces a confirmed fact: it waits as a candidate, unless the
         # scope holds its text already (QA: an agent's correction to the fact's own text,
         # or to a candidate's, went round already_held).
-        if (holder := state.holding(digest, ctx.now)) is not None:
-            raise already_held(holder)
+        check_not_held(state, digest, ctx)
         check_run_cap(state, cmd.run_id, ctx)
         new_id = ctx.new_item_id()
         return [
@@ -197,9 +195,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
         ]
     check_owner(item, ctx)
     if item.status == "candidate":  # it stays one: not as a copy of text the scope holds
-        holder = state.holding(digest, ctx.now)
-        if holder is not None and holder.item_id != item.item_id:
-            raise already_held(holder)
+        check_not_held(state, digest, ctx, own=item.item_id)
     revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected", digest=digest)
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
@@ -281,13 +277,7 @@ def _relabel(state: StreamState, cmd: c.RelabelMemory, ctx: Context) -> list[Eve
     changes, as a pin to the pin it has)."""
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision)
-    if is_teammates(item, ctx):  # no proposal changes these (QA: the refusal said propose)
-        raise Forbidden(
-            f"memory {item.item_id} is {item.author}'s: only its author or an admin changes "
-            "its kind and tags",
-            item_id=item.item_id,
-            author=item.author,
-        )
+    check_owner(item, ctx, proposable=False)  # QA: the refusal said to propose
     old = labels_of(item, ctx)
     kind = cmd.kind or item.kind
     tags = old.tags if cmd.tags is None else cmd.tags
@@ -350,12 +340,7 @@ def _archive(state: StreamState, cmd: c.ArchiveMemory, ctx: Context) -> list[Eve
 def _unarchive(state: StreamState, cmd: c.UnarchiveMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
     check_owner(item, ctx)
-    if ctx.is_agent and item.archived_from == "disabled":  # QA: a person's disabled memory,
-        raise Forbidden(  # archived, came back active at an agent's unarchive
-            f"memory {item.item_id} was disabled when it was archived: only a person can "
-            "bring it back",
-            item_id=item.item_id,
-        )
+    check_person_to_enable(item, ctx)
     return transition(state, cmd.item_id, {"archived": "active"})
 
 

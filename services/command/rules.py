@@ -65,9 +65,17 @@ def is_teammates(item: Item, ctx: Context) -> bool:
     )
 
 
-def check_owner(item: Item, ctx: Context) -> None:
+def check_owner(item: Item, ctx: Context, *, proposable: bool = True) -> None:
     """In the shared scope a memory's text and status are changed by its author or an
-    admin; a teammate proposes the change instead (seed 004)."""
+    admin; a teammate proposes the change instead (seed 004), or, for a change no proposal
+    makes (``proposable`` false: a relabel), is refused."""
+    if is_teammates(item, ctx) and not proposable:
+        raise Forbidden(
+            f"memory {item.item_id} is {item.author}'s: only its author or an admin makes "
+            "this change",
+            item_id=item.item_id,
+            author=item.author,
+        )
     if is_teammates(item, ctx):
         raise ProposalRequired(
             f"memory {item.item_id} is {item.author}'s: propose the change "
@@ -142,11 +150,27 @@ def check_person_for_text(item: Item, ctx: Context, what: str) -> None:
 def check_person_to_enable(item: Item, ctx: Context) -> None:
     """A disabled memory (seed 002's retracted entry) stays so until a person brings it
     back: an agent may not enable it, by enable or by undoing its disabling (a seed coverage
-    audit), nor archive it, which unarchiving would make active."""
-    if ctx.is_agent and item.status == "disabled":
+    audit), nor archive it, which unarchiving would make active, nor unarchive one that was
+    disabled when a person archived it (QA)."""
+    if ctx.is_agent and "disabled" in (item.status, item.archived_from):
         raise Forbidden(
-            f"memory {item.item_id} is disabled: only a person can enable it again, or archive it",
+            f"memory {item.item_id} is disabled, or was when it was archived: only a person "
+            "can bring it back",
             item_id=item.item_id,
+        )
+
+
+def check_not_held(state: StreamState, digest: str, ctx: Context, own: str | None = None) -> None:
+    """A candidate of text the scope holds, as a memory (not expired) or a candidate other
+    than ``own``, is not proposed again: 409, naming the holder (whoever reads the scope
+    reads its candidates too)."""
+    holder = state.holding(digest, ctx.now)
+    if holder is not None and holder.item_id != own:
+        raise AlreadyHeld(
+            f"this scope holds this text already, as {holder.status} memory "
+            f"{holder.item_id}: it is not proposed again",
+            item_id=holder.item_id,
+            holder_status=holder.status,
         )
 
 
@@ -206,17 +230,6 @@ def expired(item: Item, now: datetime) -> bool:
 def superseded_by(item: Item, new_id: str) -> Event:
     """A memory archived for the one that takes its key or its fact."""
     return status_change(item, "archived", superseded_by=new_id)
-
-
-def already_held(holder: Item) -> AlreadyHeld:
-    """A candidate of text the scope holds, naming the holder (whoever reads the scope
-    reads its candidates too)."""
-    return AlreadyHeld(
-        f"this scope holds this text already, as {holder.status} memory {holder.item_id}: "
-        "it is not proposed again",
-        item_id=holder.item_id,
-        holder_status=holder.status,
-    )
 
 
 def status_change(item: Item, status: str, superseded_by: str | None = None) -> Event:

@@ -233,6 +233,10 @@ class EventProjector:
             self._keys.forget_cached(item_id)
 
 
+# The writes WRITE_ORDER places, for a membership test a write.
+ORDERED = frozenset(WRITE_ORDER)
+
+
 def _decode(records: list[Any]) -> tuple[list[Decoded], list[tuple[Any, str]]]:
     """The decoded events, and the undecodable records with their errors."""
     good: list[Decoded] = []
@@ -260,7 +264,7 @@ def _plan(
             generations[org_scope(env.stream_id)] += 1
         status[event.item_id] = status_after(event, before)
         for write in project(env, event, _open(event, keys)):
-            if write.query not in WRITE_ORDER:  # it would never run: a write of no order
+            if write.query not in ORDERED:  # it would never run: a write of no order
                 raise TypeError(f"{write.query} has no place in WRITE_ORDER")
             writes[write.query].append(write.args)
         if isinstance(event, MemoryForgotten):

@@ -15,12 +15,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, KafkaTimeoutError
+from aiokafka.errors import KafkaTimeoutError
 from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.kafka import consumer, partition_count
+from engram.kafka import broker_answers, consumer, partition_count
 from engram.logging import get_logger
 from services.command.adapters.batch import NotApplied
 
@@ -64,16 +64,8 @@ class CommandGateway:
         await self._consumer.stop()
         await self._producer.stop()
 
-    async def broker_answers(self, timeout: float = 2.0) -> bool:
-        """Whether the broker answers a request for the replies' ends within ``timeout``
-        (chaos QA: /health said 200 with the broker down)."""
-        try:
-            await asyncio.wait_for(
-                self._consumer.end_offsets(list(self._consumer.assignment())), timeout
-            )
-        except (TimeoutError, KafkaError):
-            return False
-        return True
+    async def broker_answers(self) -> bool:
+        return await broker_answers(self._consumer)
 
     @property
     def healthy(self) -> bool:
