@@ -20,7 +20,7 @@ one-statement path and its write then both take the prepared batch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import asyncpg
@@ -77,16 +77,9 @@ class _Seek(ConsumerRebalanceListener):
         # aiokafka starts fetching (from the group's offset: none, so 0) as soon as the
         # assignment exists: pause before the first await, seek, then resume.
         self._f.consumer.pause(*assigned)
-        stored = await self._f.stored_offsets_when_readable()
-        for tp in assigned:
-            self._f.next_offset[tp] = stored.get(tp.partition, 0)
-            self._f.consumer.seek(tp, stored.get(tp.partition, 0))
+        offsets = await self._f.seek_stored(assigned)
         self._f.consumer.resume(*assigned)
-        log.info(
-            "partitions_assigned",
-            partitions=[tp.partition for tp in assigned],
-            offsets={tp.partition: stored.get(tp.partition, 0) for tp in assigned},
-        )
+        log.info("partitions_assigned", partitions=sorted(offsets), offsets=offsets)
 
 
 class TrackedFollower:
@@ -207,13 +200,19 @@ class TrackedFollower:
         the follower's task died, taking its service down)."""
         log.warning("follower_fault_of_the_moment", service=self._service, error=repr(fault)[:300])
         await asyncio.sleep(RECOVERY_FIRST_SECONDS)
+        offsets = await self.seek_stored(self.consumer.assignment())
+        log.info("follower_recovered", service=self._service, offsets=offsets)
+
+    async def seek_stored(self, partitions: Iterable[TopicPartition]) -> dict[int, int]:
+        """Put these partitions at their stored offsets (0 for one never stored), once the
+        database answers; the offsets, by partition."""
         stored = await self.stored_offsets_when_readable()
         offsets = {}
-        for tp in self.consumer.assignment():
+        for tp in partitions:
             offsets[tp.partition] = offset = stored.get(tp.partition, 0)
             self.next_offset[tp] = self.positions[tp.partition] = offset
             self.consumer.seek(tp, offset)
-        log.info("follower_recovered", service=self._service, offsets=offsets)
+        return offsets
 
     async def _apply_fetch(self, batches: Batches) -> None:
         large = sum(map(len, batches.values())) > self._split_above

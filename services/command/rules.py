@@ -305,11 +305,11 @@ def labelled(
 ) -> dict[str, Any]:
     """A new memory's labels as its event carries them: sealed under the memory's key, a
     person's words as its text is, with the keyed hashes that outlive a forget."""
-    if key is None and not tags and not sources:
+    sealed = sealed_labels(item_id, Labels(key=key, tags=tags, sources=sources), ctx)
+    if sealed is None:
         return {}
-    labels = Labels(key=key, tags=tags, sources=sources)
     return {
-        "labels": _sealed(item_id, labels, ctx),
+        "labels": sealed,
         "key_hash": ctx.key_hash(key) if key is not None else None,
         "source_hashes": tuple(ctx.source_hash(s) for s in sources),
     }
