@@ -4,13 +4,20 @@ that it does not take, named in one line."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
+
+
+# The tools an agent still has while its org's memory is off: the services refuse an
+# agent every other command and read then, but never an erasure of what it holds.
+ERASING = frozenset({"memory__delete", "memory__clear_all"})
 
 
 class EngramProblem(ToolError):
@@ -51,16 +58,28 @@ def _field_error(error: dict[str, Any]) -> str:
 
 class EngramServer(MCPServer):
     """The SDK's server, with arguments that fail a tool's schema named in one line, and
-    arguments a tool does not take refused (the SDK would drop them silently)."""
+    arguments a tool does not take refused (the SDK would drop them silently).
+
+    ``shown`` (when set) says, at each ``tools/list``, whether the caller's memory is on;
+    while it is off only the tools named in ``ERASING`` are listed (seed 004: turning the
+    capability off hides its tools; erasing is never refused)."""
 
     _takes: dict[str, set[str]] | None = None
+    shown: Callable[[], Awaitable[bool]] | None = None
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        if self.shown is None or await self.shown():
+            return tools
+        return [t for t in tools if t.name in ERASING]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         if self._takes is None:
-            self._takes = {
-                t.name: set(t.input_schema.get("properties", {})) for t in await self.list_tools()
+            self._takes = {  # every tool's, a hidden one's too: a call to it still answers
+                t.name: set(t.input_schema.get("properties", {}))
+                for t in await super().list_tools()
             }
         if name in self._takes and (unknown := sorted(set(arguments) - self._takes[name])):
             raise ToolError(

@@ -1,6 +1,8 @@
 """Engram as MCP tools (seed 004's surface: ``memory__remember``, ``memory__search`` …) for
 agent workers: a thin client of the command and recall services' HTTP APIs, acting with
 one bearer token, so every rule (scopes, confirmation, proposals, forgetting) is theirs.
+While the token's org has its memory off, ``tools/list`` shows only ``memory__delete`` and
+``memory__clear_all`` (seed 004 hides the capability's tools; erasing is never refused).
 
 ``engram mcp --token T`` (``engram/operate_cli.py``) serves the tools over stdio, as agent
 runtimes launch an MCP server; ``build_server`` makes the same server for tests and other
@@ -80,6 +82,19 @@ class Engram:
     ) -> Any:
         method = "POST" if body is not None else "GET"
         return await self._call(method, f"{self._recall}{path}", params=params, json=body)
+
+    async def memory_on(self) -> bool:
+        """Whether the services serve this token its memory: false only when they refuse a
+        read as ``memory_off`` (an agent of an org whose memory is off). A service that
+        cannot be reached says nothing either way: the tools stay listed and their calls
+        say what is wrong."""
+        try:
+            await self.recall("/v1/memories", {"limit": 1})
+        except EngramProblem as problem:
+            return problem.code != "memory_off"
+        except ToolError:
+            return True
+        return True
 
     async def scope_of(self, item_id: str) -> tuple[str, int]:
         """The scope choice and the current revision of a memory the caller can see."""
@@ -165,6 +180,7 @@ def build_server(
         instructions="Long-term memory: remember durable facts, preferences and decisions; "
         "search before acting; correct or forget what is wrong.",
     )
+    server.shown = api.memory_on  # an org whose memory is off: only the erasing tools
 
     @server.tool(name="memory__remember")
     async def remember(
@@ -254,9 +270,19 @@ def build_server(
         return await _or_propose(api, id, "correct", _present(body) | run().fields(), reason)
 
     @server.tool(name="memory__delete")
-    async def delete(id: str) -> dict[str, Any]:
-        """Remove one of your memories for good (its text leaves every copy)."""
-        scope, _ = await api.scope_of(id)
+    async def delete(id: str, scope: Scope | None = None) -> dict[str, Any]:
+        """Remove one of your memories for good (its text leaves every copy). Its scope is
+        looked up when not given; while memory is off it cannot be, so give it then."""
+        if scope is None:
+            try:
+                scope, _ = await api.scope_of(id)
+            except EngramProblem as problem:
+                if problem.code != "memory_off":
+                    raise
+                raise ToolError(
+                    "memory is off for this org, so the memory cannot be read to find its "
+                    "scope: give its scope (private, shared, agent, session or project)"
+                ) from problem
         return dict(await api.command(memory_path(id, "forget"), {"scope": scope}))
 
     @server.tool(name="memory__clear_all")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
@@ -266,3 +267,43 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
         linked = await mcp.call_tool("memory__update", {  # QA: the links were dropped
             "id": saved["item_id"], "kind": "fact", "related_ids": [saved["item_id"]]})
         assert linked.is_error and "memory__link" in str(linked.content)
+
+
+async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(
+        services: dict[str, str]) -> None:
+    """Seed 004: turning an org's memory off hides its tools (a seed coverage audit found
+    them listed, each call refused). An agent keeps what erases what it holds, since
+    erasing is never refused; with no read to find the memory's scope, it names it. The
+    org's people keep every tool, and turning memory on lists them all again."""
+    person = caller()
+    agent = caller(org=person.org, agent="helper")
+    admin = caller(org=person.org, member="root", roles=("admin",))
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        saved = await http.post(f"{command}/v1/memories", headers=agent.headers, json={
+            "content": "The staging cluster is eu-2.", "scope": "agent",
+            "user_message": "Remember that the staging cluster is eu-2."})
+        assert saved.status_code == 201 and saved.json()["status"] == "active", saved.text
+        item = saved.json()["item_id"]
+
+        async def switch(on: bool) -> None:
+            r = await http.put(f"{recall}/v1/policy", headers=admin.headers,
+                               json={"memory": on})
+            assert r.status_code == 200 and r.json()["memory"] is on, r.text
+
+        await switch(False)
+        async with Client(build_server(agent.token, command, recall)) as mcp:
+            assert {t.name for t in (await mcp.list_tools()).tools} == {
+                "memory__delete", "memory__clear_all"}
+            searched = await mcp.call_tool("memory__search", {"query": "staging"})
+            assert searched.is_error and "memory_off: memory is off" in text(searched)
+            unscoped = await mcp.call_tool("memory__delete", {"id": item})
+            assert unscoped.is_error and "give its scope" in text(unscoped)
+            gone = await call(mcp, "memory__delete", id=item, scope="agent")
+            assert gone["item_id"] == item
+        async with Client(build_server(person.token, command, recall)) as mcp:
+            assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+        await switch(True)
+        async with Client(build_server(agent.token, command, recall)) as mcp:
+            assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+            assert (await call(mcp, "memory__search", query="staging"))["memories"] == []
