@@ -14,7 +14,6 @@ from mcp.types import CallToolResult, InputRequiredResult
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
-
 # The tools an agent still has while its org's memory is off: the services refuse an
 # agent every other command and read then, but never an erasure of what it holds.
 ERASING = frozenset({"memory__delete", "memory__clear_all"})
