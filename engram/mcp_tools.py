@@ -273,9 +273,10 @@ def build_server(
     async def delete(id: str, scope: Scope | None = None) -> dict[str, Any]:
         """Remove one of your memories for good (its text leaves every copy). Its scope is
         looked up when not given; while memory is off it cannot be, so give it then."""
-        if scope is None:
+        choice: str | None = scope
+        if choice is None:
             try:
-                scope, _ = await api.scope_of(id)
+                choice, _ = await api.scope_of(id)
             except EngramProblem as problem:
                 if problem.code != "memory_off":
                     raise
@@ -283,7 +284,7 @@ def build_server(
                     "memory is off for this org, so the memory cannot be read to find its "
                     "scope: give its scope (private, shared, agent, session or project)"
                 ) from problem
-        return dict(await api.command(memory_path(id, "forget"), {"scope": scope}))
+        return dict(await api.command(memory_path(id, "forget"), {"scope": choice}))
 
     @server.tool(name="memory__clear_all")
     async def clear_all(confirm: StrictBool, scope: Scope = "private") -> dict[str, Any]:
