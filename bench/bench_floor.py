@@ -12,7 +12,9 @@ requires of every command, each the cheapest way we know:
   consumed offset in one Kafka transaction;
 - the projector (read committed): reads the batch's keys (one query), opens the content,
   and inserts the items with their full-text vector (a GIN index, the cheapest full-text
-  index Postgres has) and its offsets in one transaction, without waiting for the WAL.
+  index Postgres has) and its offsets in one transaction, whose commit waits for the WAL
+  flush as Engram's projector's does (a commit that did not could be lost in a crash of
+  Postgres after the consumer had moved past it).
 Left out, so the floor is lower than any real write path: decision state and its
 checkpoints, idempotency records, revisions, the audit trail, generations, the BM25 term
 index, the indexer's and the extractor's reads of every event, and all validation.
@@ -148,7 +150,7 @@ async def projector(common: CommonSettings, run: str) -> None:
     _, events, _, schema = names(run)
     master = bytes.fromhex(sys.stdin.readline().strip())
     consumer = kafka.consumer(common.kafka_bootstrap_servers, events, group_id=f"floor-{run}")
-    conn = await asyncpg.connect(common.database_url, server_settings={"synchronous_commit": "off"})
+    conn = await asyncpg.connect(common.database_url)
     insert, store = INSERT_ITEMS.format(s=schema), STORE_OFFSETS.format(s=schema)
     await consumer.start()
 
