@@ -5,6 +5,7 @@ at the end: text Postgres cannot hold, keys out of bounds, loose booleans."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -93,6 +94,24 @@ async def test_bad_input_is_a_clear_422(services: dict[str, str], body: dict[str
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert field in r.text
+
+
+@pytest.mark.parametrize("command_id", ["abcdefgh\u0000", "abcdefgh\ud800"])
+async def test_a_command_id_postgres_cannot_hold_is_a_422_on_the_one_route(
+        services: dict[str, str], command_id: str) -> None:
+    """QA: a NUL in /v1/commands' command_id was refused by the envelope, outside the
+    route's handling: a 500, and the keep-alive connection closed."""
+    ana = caller()
+    async with httpx.AsyncClient(timeout=10) as http:
+        body = json.dumps({"type": "RememberMemory", "command_id": command_id,
+                           "payload": {"content": "x"}})
+        r = await http.post(f"{services['command']}/v1/commands", content=body,
+                            headers={**ana.headers, "Content-Type": "application/json"})
+        assert (r.status_code, r.json()["code"]) == (422, "invalid"), r.text
+        assert "command_id" in r.text
+        after = await http.post(f"{services['command']}/v1/memories", headers=ana.headers,
+                                json={"content": "After a refused command id."})
+        assert after.status_code == 201, after.text
 
 
 async def test_archiving_and_proposing_what_changes_nothing_are_refused(

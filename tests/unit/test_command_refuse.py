@@ -187,7 +187,7 @@ def test_an_agents_repeat_is_refused_while_its_orgs_memory_is_off() -> None:
 
     def reply(token: str, memory_on: bool) -> CommandReply:
         env = CommandEnvelope.model_validate({**ENVELOPE, "token": token})
-        return repeat_reply(verifier, Decoded(None, env), state, {}, (0, 0),
+        return repeat_reply(verifier, Decoded(None, env), state, {}, (0, 1),
                             MasterKey(bytes(32)), first, memory_on=memory_on)
 
     agent = mint_token(secret, org="acme", member="ana", agent="bot")
@@ -197,3 +197,31 @@ def test_an_agents_repeat_is_refused_while_its_orgs_memory_is_off() -> None:
     assert reply(agent, memory_on=True).ok
     person = mint_token(secret, org="acme", member="ana")
     assert reply(person, memory_on=False).ok
+
+
+def test_a_repeat_that_is_no_valid_command_is_refused_not_answered_first() -> None:
+    """QA (Kafka): a repeat under a used id with an empty content, or a forget of another
+    type, got the first save's answer, ok and all; whether the stream kept the first's
+    fingerprint or (after a restore) only its answer."""
+    secret = "s" * 32
+    verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": secret}))
+    token = mint_token(secret, org="acme", member="ana")
+    first = {"item_id": "i1", "revision": 1, "status": "active"}
+    master = MasterKey(bytes(32))
+
+    def reply(state: StreamState, **envelope: Any) -> CommandReply:
+        env = CommandEnvelope.model_validate({**ENVELOPE, "token": token, **envelope})
+        return repeat_reply(verifier, Decoded(None, env), state, {}, (0, 1), master, first)
+
+    for known in (False, True):
+        state = StreamState("acme/member:ana")
+        if known:
+            state.record_fingerprint(ENVELOPE["command_id"], b"digest of the first")
+        empty = reply(state, payload={"content": ""})
+        assert empty.rejection is not None and empty.rejection.code == "invalid"
+        other = reply(state, type="ForgetMemory", payload={"item_id": "i1", "reason": "r" * 600})
+        assert other.rejection is not None and other.rejection.code == "invalid"
+        unknown = reply(state, type="ForgetMemoryy", payload={"item_id": "i1"})
+        assert unknown.rejection is not None and unknown.rejection.code == "invalid"
+    same = reply(StreamState("acme/member:ana"), payload={"content": "x"})
+    assert same.ok and same.result is not None and same.result["duplicate"] is True

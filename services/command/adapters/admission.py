@@ -163,11 +163,15 @@ def repeat_reply(
         # Not its first answer, which named the memory as it was: the gateway, which cannot
         # seal a retry under the shredded key, answers so too (QA: the paths differed).
         return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
-    known = state.fingerprint_of(env.command_id)
-    if known is None or env.once:
+    if env.once:  # the id names one act: its first answer, whatever the repeat carries
         return repeated(env, first, same=True)
     try:
         _, cmd = authorise(verifier, env, keys, d.appended_at, partition)
-    except Exception:  # not decidable as sent now: its first answer stands
-        return repeated(env, first, same=True)
-    return repeated(env, first, same=fingerprint(cmd, master) == known)
+    except Gone:  # its text sealed under the command's own key, shredded once decided
+        return repeated(env, first, same=True)  # (the gateway's record sent again)
+    except DomainError as exc:
+        # Not the request first decided, which was valid: refused as it is (QA: an empty
+        # content, or a forget of another type, got the first save's answer, ok).
+        return refused(env, exc)
+    known = state.fingerprint_of(env.command_id)
+    return repeated(env, first, same=known is None or fingerprint(cmd, master) == known)
