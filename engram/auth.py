@@ -184,6 +184,17 @@ class TokenVerifier:
             raise AuthError("invalid bearer token: Signature has expired")
         return principal
 
+    def holder(self, token: object) -> Principal | None:
+        """Whom a token shows its sender to be: its signature, audience, issuer and claims
+        checked, not its expiry (a caller whose token has expired is still the caller).
+        None for anything that is not such a token."""
+        if not isinstance(token, str) or not token:
+            return None
+        try:
+            return self.verify(token, at=float("-inf"))
+        except AuthError:
+            return None
+
     def _verify(self, token: str) -> tuple[Principal, float]:
         """The token's principal and expiry, its signature, audience and issuer checked; its
         expiry is ``verify``'s to check, against the time it must hold at."""

@@ -137,3 +137,24 @@ async def publish_turns(bootstrap: str, *turns: bytes) -> None:
             await producer.send_and_wait(topics.CONVERSATIONS, value, key=b"run-1")
     finally:
         await producer.stop()
+
+
+async def dead_letters(bootstrap: str, service: str, marker: str) -> list[dict[str, object]]:
+    """The letters on the service's dead-letter topic whose text holds ``marker``."""
+    topic = topics.dead_letter_topic(service)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed")
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        found = []
+        while await consumer.position(tp) < end:
+            for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
+                if marker.encode() in (r.value or b""):
+                    found.append(json.loads(r.value or b"{}"))
+        return found
+    finally:
+        await consumer.stop()

@@ -10,34 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
 from tests.conftest import Caller, caller
-from tests.support import eventually, read_replies, send_commands
+from tests.support import dead_letters, eventually, read_replies, send_commands
 
 pytestmark = pytest.mark.e2e
-
-
-async def dead_letters(bootstrap: str, service: str, marker: str) -> list[dict[str, object]]:
-    topic = topics.dead_letter_topic(service)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                isolation_level="read_committed")
-    await consumer.start()
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        end = (await consumer.end_offsets([tp]))[tp]
-        found = []
-        while await consumer.position(tp) < end:
-            for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                if marker.encode() in (r.value or b""):
-                    found.append(json.loads(r.value or b"{}"))
-        return found
-    finally:
-        await consumer.stop()
 
 
 async def produce(bootstrap: str, topic: str, key: str, value: bytes) -> None:
@@ -96,9 +76,17 @@ async def test_commands_no_rule_foresaw_are_refused_one_by_one(
     replies = await read_replies(bootstrap, {c.command_id for c in [*bad, good]})
     [decided] = replies[good.command_id]
     assert decided.ok and decided.result["status"] == "active", decided
-    refusals = [replies[c.command_id][0].rejection for c in bad]
+    answered, unanswered = bad[:-1], bad[-1]  # eve's in ana's stream: see below
+    refusals = [replies[c.command_id][0].rejection for c in answered]
     assert all(r is not None for r in refusals), refusals
-    assert [r.status for r in refusals if r] == [422, 422, 403, 404, 403, 403]
+    assert [r.status for r in refusals if r] == [422, 422, 403, 404, 403]
+    # A refusal goes only to a caller of the stream it names (QA: any producer could put
+    # a rejection under another caller's command id): eve's is dead-lettered, unanswered.
+    [letter] = await eventually(
+        lambda: dead_letters(bootstrap, "command", unanswered.command_id),
+        what="eve's command dead-lettered")
+    assert "not answered" in str(letter["error"])
+    assert replies[unanswered.command_id] == []
 
 
 async def sealed_content(bootstrap: str, item_id: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,13 +24,17 @@ from engram.crypto import MasterKey
 from engram.faults import is_transient
 from engram.settings import CommonSettings
 from services.command.adapters.admission import repeat_reply
-from services.command.adapters.batch import Decoded, NotApplied, Submitted
+from services.command.adapters.batch import Cleanup, Decoded, NotApplied, Submitted, decode
+from services.command.adapters.lookups import Lookups
 from services.command.adapters.writer import PartitionWriter
 from services.command.answers import MAX_REPLY_BYTES, fitted
 from services.command.context import new_item_id
 from services.command.state import StreamState
 
-ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
+SECRET = "s" * 32
+VERIFIER = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
+ANA = mint_token(SECRET, org="acme", member="ana")
+ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": ANA,
             "stream_id": "acme/member:ana", "payload": {"content": "x"}}
 
 
@@ -55,15 +60,15 @@ class Producer:
 
 
 def writer() -> tuple[PartitionWriter, Producer]:
-    w = PartitionWriter(0, "127.0.0.1:9", "test", None, None, None,  # type: ignore[arg-type]
+    w = PartitionWriter(0, "127.0.0.1:9", "test", None, VERIFIER, None,  # type: ignore[arg-type]
                         partitions=1, reply_partitions=1)
     producer = Producer()
     w._producer = producer  # type: ignore[assignment]
     return w, producer
 
 
-def record(value: bytes) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=41, timestamp=0,
+def record(value: bytes, timestamp: int = 0) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=41, timestamp=timestamp,
                           timestamp_type=1, key=b"acme/member:ana", value=value,
                           checksum=None, serialized_key_size=15,
                           serialized_value_size=len(value), headers=[])
@@ -80,6 +85,35 @@ async def test_a_record_is_dead_lettered_answered_and_consumed_in_one_transactio
     assert "ValueError: boom" in reply["rejection"]["detail"]
     assert [list(o.values()) for o in producer.offsets] == [[42]]
     assert cleanup.discard == [new_item_id("acme/member:ana", "cmd-00000001")]
+
+
+@pytest.mark.parametrize("token", [
+    "not-a-token",
+    mint_token("another secret, not the service's", org="acme", member="ana"),
+    mint_token(SECRET, org="acme", member="bob"),  # a caller, of another stream
+    mint_token(SECRET, org="other", member="ana"),
+])
+async def test_a_refusal_goes_only_to_a_caller_its_token_shows(token: str) -> None:
+    """QA (Kafka): any producer could put a rejection under another caller's command id,
+    with a made-up token or none: a caller that takes the first reply for its id took it
+    for its answer. A refusal is answered only to a token signed for the stream (an
+    expired one too); any other is dead-lettered, unanswered."""
+    for value in ({**ENVELOPE, "token": token}, {"command_id": "cmd-00000001",
+                                                 "stream_id": "acme/member:ana", "token": token}):
+        w, producer = writer()
+        decoded = decode(record(json.dumps(value).encode()))
+        await w._handle(decoded, {}, Lookups(), Cleanup())
+        assert [topic for topic, _ in producer.sent] == [topics.dead_letter_topic("command")]
+    w, producer = writer()
+    await w.refuse(record(json.dumps({**ENVELOPE, "token": token}).encode()), "boom")
+    assert [topic for topic, _ in producer.sent] == [topics.dead_letter_topic("command")]
+    expired = mint_token(SECRET, org="acme", member="ana", ttl_seconds=-60)
+    w, producer = writer()
+    appended = record(json.dumps({**ENVELOPE, "token": expired}).encode(),
+                      timestamp=int(time.time() * 1000))  # after the token expired
+    await w._handle(decode(appended), {}, Lookups(), Cleanup())
+    assert [topic for topic, _ in producer.sent] == [topics.REPLIES]
+    assert json.loads(producer.sent[0][1])["rejection"]["code"] == "unauthenticated"
 
 
 async def test_a_record_no_reply_can_be_made_of_is_dead_lettered_and_consumed() -> None:

@@ -72,6 +72,7 @@ class Decoded:
     # A poison envelope's (command_id, stream_id), when it names them: its caller waits
     # for an answer to that id, and gets a rejection besides the dead letter.
     named: tuple[str, str] | None = None
+    named_token: str | None = None  # and the token it carries, if any (who may be told)
 
     @property
     def appended_at(self) -> float | None:
@@ -99,23 +100,28 @@ def decode(item: Queued) -> Decoded:
             f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
             for e in json_errors(exc)  # bounded: the reason goes into a reply
         )
-        return Decoded(record, poison=f"undecodable command envelope: {why}", named=_named(record))
+        named, token = _named(record)
+        return Decoded(
+            record, poison=f"undecodable command envelope: {why}", named=named, named_token=token
+        )
     except Exception as exc:  # whatever a record holds, it stops no partition: poison
         return Decoded(record, poison=f"undecodable command envelope: {exc!r}"[:1000])
 
 
-def _named(record: Record) -> tuple[str, str] | None:
-    """The command id and stream a poison envelope names, if it is JSON that does."""
+def _named(record: Record) -> tuple[tuple[str, str] | None, str | None]:
+    """The command id and stream a poison envelope names, if it is JSON that does, and the
+    token it carries, if it is text."""
     try:
         body = json.loads(record.value or b"")
     except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
-        return None
+        return None, None
     if not isinstance(body, dict):
-        return None
-    command_id, stream_id = body.get("command_id"), body.get("stream_id")
+        return None, None
+    command_id, stream_id, token = body.get("command_id"), body.get("stream_id"), body.get("token")
+    token = token if isinstance(token, str) else None
     if _answerable(command_id, COMMAND_ID_LENGTH[1]) and _answerable(stream_id, STREAM_ID_LENGTH):
-        return command_id, stream_id
-    return None
+        return (command_id, stream_id), token
+    return None, token
 
 
 def _answerable(value: object, longest: int) -> TypeGuard[str]:

@@ -224,7 +224,7 @@ class PartitionWriter:
             assert d.record is not None  # only a Kafka record can be undecodable
             await self._dead_letter(d.record, d.poison or "poison")
             if d.named is not None:  # its caller waits for an answer to this id
-                await self._reply(d, poisoned(*d.named, d.poison or "poison"))
+                await self._reply(d, poisoned(*d.named, d.poison or "poison"), lettered=True)
             return
         env = d.envelope
         state = self.states.setdefault(env.stream_id, StreamState(env.stream_id))
@@ -256,7 +256,8 @@ class PartitionWriter:
             log.exception("command_not_decidable", command_id=env.command_id)
             if d.record is not None:
                 await self._dead_letter(d.record, f"not decidable: {exc!r}")
-            await self._reply(d, refused(env, NotDecidable(f"{type(exc).__name__}: {exc}")))
+            reply = refused(env, NotDecidable(f"{type(exc).__name__}: {exc}"))
+            await self._reply(d, reply, lettered=True)
             cleanup.discard.append(own)
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
@@ -315,6 +316,8 @@ class PartitionWriter:
             reply = refused(d.envelope, NotDecidable(why))
         elif d.named is not None:
             reply = poisoned(*d.named, why)
+        if reply is not None and not self._shown_caller(d, reply.stream_id):
+            reply = None  # see _reply
         try:
             value = fitted(reply) if reply is not None else None
         except Exception:  # whatever broke the writer may break its reply too
@@ -331,11 +334,32 @@ class PartitionWriter:
         env = d.envelope
         return Cleanup(discard=[new_item_id(env.stream_id, env.command_id)] if env else [])
 
-    async def _reply(self, d: Decoded, reply: CommandReply) -> None:
+    async def _reply(self, d: Decoded, reply: CommandReply, lettered: bool = False) -> None:
+        """Answer the command: in process, or on engram.replies. A refusal of a record whose
+        token shows no caller of the stream it names is dead-lettered instead (unless it
+        is already, ``lettered``): any producer could otherwise put a rejection under
+        another caller's command id, which that caller would take for its answer (QA)."""
         if d.submitted is not None:  # answered in process, once the transaction commits
             self._answers.append((d.submitted, reply))
             return
+        if not reply.ok and not self._shown_caller(d, reply.stream_id):
+            if not lettered:
+                assert d.record is not None
+                why = reply.rejection.detail if reply.rejection else "refused"
+                await self._dead_letter(
+                    d.record, f"refused, not answered (no caller of its stream signed it): {why}"
+                )
+            return
         await self._send_reply(reply.command_id, fitted(reply))
+
+    def _shown_caller(self, d: Decoded, stream: str | None) -> bool:
+        """Whether the record's token, its signature checked (an expired one too), is of a
+        caller that may write ``stream``: who may be told that a command there failed."""
+        token = d.envelope.token if d.envelope is not None else d.named_token
+        holder = self._verifier.holder(token)
+        if holder is None:
+            return False
+        return stream in {topics.stream_id(holder.org, scope) for scope in holder.scopes}
 
     async def _send_reply(self, command_id: str, value: bytes) -> None:
         # Reply readers scan every reply partition, so any one will do: ours avoids
