@@ -33,48 +33,78 @@ CHANGES_MEANING = re.compile(
     r"(do|does|did|is|are|was|were|ca|can|could|should|would|wo|must|need|have|has|had|ai|"
     r"might|sha)nt)$"  # the same without an apostrophe (QA: "Ana isnt vegan" confirmed)
 )
-MAX_SKIPPED = 3  # other words the content's may have between them in the message
+MAX_SKIPPED = 3  # other words the content's may have between them, in an aside
 MAX_SMALL = 8  # and small words (which bounds the work a 20,000-character message costs)
 MAX_STARTS = 50  # places in the message the content is looked for from
 STOPWORDS = frozenset(
     "a an the is are was were be to of and or in on at for my our i we you that this "
     "it with as by ".split()
 )
+# Where a sentence ends (a clause's colon or semicolon too): the content's words are looked
+# for in one (QA: "the user wants light mode. Dark mode is bad" held "the user wants dark
+# mode").
+SENTENCE_END = re.compile(r"[.!?;:\n]+(?=\s|$)")
 
 
 def _words(text: str) -> list[str]:
     return [w.lower() for w in WORD.findall(text)]
 
 
+def _sentences(message: str) -> list[list[tuple[str, bool]]]:
+    """The message's words, sentence by sentence, each marked whether it stands in an aside
+    (between two of its sentence's commas: "my cat, a tabby, is called Miso")."""
+    sentences = []
+    for sentence in SENTENCE_END.split(message):
+        parts = sentence.split(",")
+        words = [
+            (w, 0 < at < len(parts) - 1) for at, part in enumerate(parts) for w in _words(part)
+        ]
+        if words:
+            sentences.append(words)
+    return sentences
+
+
 def content_in_message(content: str, message: str) -> bool:
-    """The saved content appears in the message: verbatim (whole words), or its words but
-    the small ones in the message in the same order, with at most MAX_SKIPPED other words
-    between them and none that negates or holds a number. So a fact turned round ("Ana
-    likes tea, not coffee" from "Ana likes coffee, not tea"), a negation dropped ("the user
-    is vegan" from "the user is not vegan"), a number cut ("the budget is 150" from "the
-    budget is 1500") or taken from another fact ("the flight is at 12" from "the flight is
-    at 10, the hotel is at 12") is no fact the message gave (a seed coverage audit, QA)."""
-    said = _words(message)
-    if f" {' '.join(_words(content))} " in f" {' '.join(said)} ":
+    """The saved content appears in the message (seed 000): verbatim (whole words), or its
+    words but the small ones in one of its sentences, in the same order, with only small
+    words between them, or up to MAX_SKIPPED others in an aside between commas, none of
+    which negates or holds a number. So no fact the message did not give is confirmed: one
+    turned round ("Ana likes tea, not coffee" from "Ana likes coffee, not tea"), a negation
+    dropped ("the user is vegan" from "the user is not vegan"), a number cut or taken from
+    another fact ("the budget is 150" from "the budget is 1500"), or words picked across
+    the message ("Ana approved the budget" from "Ana rejected the plan and Bob approved the
+    budget", "Ana is allergic" from "Ana is hardly allergic") (a seed coverage audit, QA)."""
+    if f" {' '.join(_words(content))} " in f" {' '.join(_words(message))} ":
         return True
     wanted = [w for w in _words(content) if w not in STOPWORDS]
     if not wanted:
         return False
-    starts = [at for at, w in enumerate(said) if w == wanted[0]][:MAX_STARTS]
-    return any(_follows(wanted, said, start) for start in starts)
+    tries = 0
+    for said in _sentences(message):
+        for start, (word, _) in enumerate(said):
+            if word != wanted[0]:
+                continue
+            tries += 1
+            if tries > MAX_STARTS:
+                return False
+            if _follows(wanted, said, start):
+                return True
+    return False
 
 
-def _follows(wanted: list[str], said: list[str], start: int) -> bool:
+def _follows(wanted: list[str], said: list[tuple[str, bool]], start: int) -> bool:
     """``wanted`` in ``said`` from ``start``, in order, each next word the first that comes,
-    past few others and none that changes what the words say."""
+    past small words and few words of an aside, none that changes what the words say."""
     skipped, small, at = 0, 0, start + 1
     for word in wanted[1:]:
-        while at < len(said) and said[at] != word:
-            other = said[at]
+        while at < len(said) and said[at][0] != word:
+            other, aside = said[at]
             if other in STOPWORDS:
                 small += 1
-            else:
+            elif aside:
                 skipped += 1
+            else:
+                return False
             if skipped > MAX_SKIPPED or small > MAX_SMALL or CHANGES_MEANING.match(other):
                 return False
             at += 1

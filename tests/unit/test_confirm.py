@@ -63,3 +63,37 @@ from services.command.confirm import user_asked_to_save
 )
 def test_who_may_confirm(message: str | None, content: str, shared: bool, expected: bool) -> None:
     assert user_asked_to_save(message, content, shared=shared) is expected
+
+
+@pytest.mark.parametrize(
+    ("message", "content", "shared"),
+    [  # A seed coverage audit: each was a confirmed fact, saying what the message did not.
+        ("Keep in mind, the user wants light mode. Dark mode is bad.",
+         "The user wants dark mode.", False),
+        ("Remember for everyone: Ana rejected the plan and Bob approved the budget.",
+         "Ana approved the budget.", True),
+        ("Keep all teammates posted: the deploy freeze is rumored to be lifted, unconfirmed.",
+         "The deploy freeze is lifted.", True),
+        ("Remember that Ana likes Carol and Bob hates her.", "Ana likes Bob.", False),
+        ("Remember Ana is hardly allergic to peanuts.", "Ana is allergic to peanuts.", False),
+        ("Remember that Ana, not Bob, likes tea.", "Ana likes tea.", False),
+        ("Remember: Ana likes tea; Bob likes coffee.", "Ana likes coffee", False),
+    ],
+)
+def test_the_content_must_be_in_one_sentence_of_the_message(
+        message: str, content: str, shared: bool) -> None:
+    assert user_asked_to_save(message, content, shared=shared) is False
+
+
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [
+        ("Please save that my cat, a tabby, is called Miso", "My cat is called Miso"),
+        ("Remember: the meeting is at 10:30 on Monday.", "The meeting is at 10:30 on Monday"),
+        ("Remember that the trip budget is 1500 EUR. Thanks!", "Trip budget 1500 EUR"),
+        ("Remember Ana and Bob like tea: it matters.", "Ana and Bob like tea."),
+    ],
+)
+def test_the_content_in_a_sentence_or_past_an_aside_is_confirmed(
+        message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=False) is True
