@@ -77,6 +77,10 @@ class Principal:
     roles: tuple[str, ...] = field(default=())
     # The session this token's session was forked from (its memory can be copied in).
     fork_of: str | None = None
+    # The member in person, in the agent's scope (the ``person`` claim): the member
+    # accountable for the agent, who confirms, dismisses and brings back its memories
+    # (seeds 002, 004). The issuer gives it only to that member.
+    person: bool = False
 
     def scope(self, choice: str) -> str:
         """Resolve a scope choice ("private", "shared", …) against this token."""
@@ -115,7 +119,10 @@ class Principal:
 
     @property
     def is_agent(self) -> bool:
-        return self.agent is not None
+        """An agent acts (its saves wait for the run's user message, it proposes but
+        never confirms); a token that names an agent with the ``person`` claim is its
+        accountable member's, acting in person in the agent's scope."""
+        return self.agent is not None and not self.person
 
     def actor(self) -> Actor:
         return Actor(
@@ -216,6 +223,12 @@ class TokenVerifier:
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise AuthError("invalid bearer token: the roles claim must be a list of strings")
+        person = claims.get("person", False)
+        if not isinstance(person, bool) or (person and not claims.get("agent")):
+            raise AuthError(
+                "invalid bearer token: the person claim is true or false, and true only "
+                "beside an agent claim (the member in person, in that agent's scope)"
+            )
         principal = Principal(
             org=claims["org"],
             member=claims["sub"],
@@ -224,6 +237,7 @@ class TokenVerifier:
             project=claims.get("project"),
             roles=tuple(roles),
             fork_of=claims.get("fork_of"),
+            person=person,
         )
         return principal, float(claims["exp"])
 
@@ -271,6 +285,7 @@ def mint_token(
     roles: tuple[str, ...] = (),
     ttl_seconds: int = 3600,
     fork_of: str | None = None,
+    person: bool = False,
 ) -> str:
     now = int(time.time())
     claims: dict[str, object] = {
@@ -290,4 +305,6 @@ def mint_token(
     ):
         if value:
             claims[name] = value
+    if person:
+        claims["person"] = True
     return jwt.encode(claims, secret, algorithm="HS256")

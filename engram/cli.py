@@ -125,10 +125,21 @@ def token(
     fork_of: str | None = typer.Option(
         None, callback=_named, help="The session this --session forks."
     ),
+    person: bool = typer.Option(
+        False,
+        "--person",
+        help="With --agent: the member in person, in the agent's scope (who confirms, "
+        "dismisses and brings back the agent's memories), not the agent.",
+    ),
 ) -> None:
     """Mint a development token (HS256, the dev secret in the state folder). An empty org,
     member, agent, session or project, an org holding a '/', or a --ttl under 1 second is
-    refused, as is a --fork-of without a --session or naming the --session itself."""
+    refused, as is a --fork-of without a --session or naming the --session itself, and a
+    --person without an --agent."""
+    if person and agent is None:
+        raise typer.BadParameter(
+            "acts in an agent's scope: give the --agent too", param_hint="--person"
+        )
     if fork_of is not None and fork_of == session:
         raise typer.BadParameter("a session cannot fork itself", param_hint="--fork-of")
     if fork_of is not None and session is None:
@@ -144,6 +155,7 @@ def token(
             roles=tuple(role),
             ttl_seconds=ttl,
             fork_of=fork_of,
+            person=person,
         )
     )
 

@@ -84,11 +84,12 @@ class Caller:
 
 def caller(org: str | None = None, member: str = "ana", roles: tuple[str, ...] = (),
            agent: str | None = None, session: str | None = None,
-           project: str | None = None, fork_of: str | None = None) -> Caller:
+           project: str | None = None, fork_of: str | None = None,
+           person: bool = False) -> Caller:
     org = org or f"org-{uuid.uuid4().hex[:8]}"
     return Caller(org, member, mint_token(dev_secret(), org=org, member=member, roles=roles,
                                           agent=agent, session=session, project=project,
-                                          fork_of=fork_of))
+                                          fork_of=fork_of, person=person))
 
 
 @pytest.fixture

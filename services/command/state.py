@@ -184,15 +184,21 @@ class StreamState:
 
     def active_by_key(self, key_hash: str) -> Item | None:
         """The active memory that holds the key of this keyed hash, if one does."""
+        return next((i for i in self._by_key(key_hash) if i.status == "active"), None)
+
+    def retracted_key(self, key_hash: str) -> bool:
+        """Whether the key's fact is retracted: a disabled memory holds it, an active one
+        does not (seed 002: a retracted fact stays retracted until a person brings it back)."""
+        held = [i.status for i in self._by_key(key_hash)]
+        return "disabled" in held and "active" not in held
+
+    def _by_key(self, key_hash: str) -> list[Item]:
         if self.keyed is None:
             self.keyed = {}
             for item in self.items.values():
                 if item.key_hash is not None:
                     self.keyed.setdefault(item.key_hash, []).append(item.item_id)
-        for item_id in self.keyed.get(key_hash, ()):
-            if (item := self.items[item_id]).status == "active":
-                return item
-        return None
+        return [self.items[item_id] for item_id in self.keyed.get(key_hash, ())]
 
     def memories(self) -> int:
         """How many memories the stream holds: all but the forgotten (a quota counts them)."""

@@ -155,3 +155,22 @@ def test_a_save_of_another_lifetime_takes_the_key_as_a_memory_of_its_own() -> No
                                             expires_at=soon))  # the same lifetime: a revision
     assert revised.item_id == timed.item_id and state.items[timed.item_id].revision == 2
     assert active(state, "door") == [timed.item_id]
+
+
+def test_a_retracted_keys_fact_is_a_persons_to_bring_back() -> None:
+    """Seed 002: a retracted fact stays retracted; only a person brings it back. An agent's
+    save of the key, even one the user's message asks for, waits as a candidate (a seed
+    audit: it made the fact active again); a person's save makes it a fact."""
+    state = StreamState("acme/agent:helper")
+    first = save(state, "Run the tests before you report.", key="tests-first")
+    run(state, c.DisableMemory(item_id=first))
+    agent = make_context(is_agent=True)
+    message = "Remember: run the tests before you report."
+    [again] = run(state, c.RememberMemory(content="Run the tests before you report.",
+                                          key="tests-first", user_message=message), agent)
+    assert state.items[again.item_id].status == "candidate"
+    other = save(state, "Write the changelog first.", agent, key="changelog",
+                 user_message="Remember: write the changelog first.")
+    assert state.items[other].status == "active"  # a key never retracted: as before
+    person = save(state, "Run the tests before you push.", key="tests-first")
+    assert state.items[person].status == "active"
