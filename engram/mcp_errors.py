@@ -33,6 +33,11 @@ class EngramProblem(ToolError):
         self.problem = problem
         super().__init__(problem_text(self.code, problem))
 
+    @property
+    def detail_line(self) -> str:
+        """The problem's detail up to its first colon: what it says of the memory."""
+        return str(self.problem.get("detail", self.code)).split(": propose", 1)[0]
+
 
 def problem_text(code: str, problem: dict[str, Any]) -> str:
     """``invalid: the command is invalid: content: String should have at least 1

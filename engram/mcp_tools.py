@@ -349,14 +349,15 @@ async def _or_propose(
     reason: the answer then says ``status: proposed`` (seed 004)."""
     try:  # the change's name is its route's action
         return dict(await api.command(memory_path(item_id, change), body))
-    except EngramProblem as problem:
-        if problem.code != "proposal_required":
+    except EngramProblem as refused:
+        if refused.code != "proposal_required":
             raise
-    if not reason:
-        raise ToolError(f"memory {item_id} is a teammate's: give a reason to propose the change")
+        problem = refused
+    if not reason:  # a teammate's memory, or a shared fact the user's message left alone
+        raise ToolError(f"{problem.detail_line}: give a reason to propose the change")
     if body.get("related_ids"):
         raise ToolError(
-            f"memory {item_id} is a teammate's: a proposal cannot add links; propose without "
+            f"{problem.detail_line}: a proposal cannot add links; propose without "
             "related_ids, or link from one of your own memories"
         )
     _, revision = await api.scope_of(item_id)

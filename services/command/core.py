@@ -121,7 +121,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
-        check_owner(existing, ctx)
+        check_owner(existing, ctx, asked=True)
         if revises_holder(existing, cmd.kind, cmd.expires_at, ctx.now):
             revised = holder_revised(
                 existing,
@@ -197,7 +197,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
             ),
             *related(state, new_id, None, cmd.related_ids, ctx),
         ]
-    check_owner(item, ctx)
+    check_owner(item, ctx, asked=confirmed)
     if item.status == "candidate":  # it stays one: not as a copy of text the scope holds
         check_not_held(state, digest, ctx, own=item.item_id)
     revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected", digest=digest)

@@ -27,6 +27,7 @@ from services.command.rules import (
     check_not_forgotten,
     check_superseded_by,
     find_item,
+    is_teammates,
     superseded_by_error,
     transition,
 )
@@ -37,6 +38,13 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
     if ctx.scope != "shared":
         raise InvalidCommand("proposals are for the shared scope: change your own memory directly")
     item = find_item(state, cmd.item_id)
+    if not (is_teammates(item, ctx) or (ctx.is_agent and item.confirmed)):
+        # QA: an author proposed a change to its own memory, which it makes directly (as
+        # an admin does); an agent proposes on any shared fact (see check_owner).
+        raise InvalidCommand(
+            f"memory {item.item_id} is yours to change"
+            f"{' (you are an admin)' if ctx.is_admin else ''}: change it directly"
+        )
     check_base(item, cmd.base_revision, cmd.content)
     check_superseded_by(state, item.item_id, cmd.superseded_by)
     if cmd.content is not None:  # a proposal never carries forgotten text back

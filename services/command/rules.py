@@ -65,24 +65,37 @@ def is_teammates(item: Item, ctx: Context) -> bool:
     )
 
 
-def check_owner(item: Item, ctx: Context, *, proposable: bool = True) -> None:
+def check_owner(
+    item: Item, ctx: Context, *, proposable: bool = True, asked: bool = False
+) -> None:
     """In the shared scope a memory's text and status are changed by its author or an
     admin; a teammate proposes the change instead (seed 004), or, for a change no proposal
-    makes (``proposable`` false: a relabel), is refused."""
-    if is_teammates(item, ctx) and not proposable:
+    makes (``proposable`` false: a relabel, an undo), is refused. An agent changes a shared
+    fact only when the user's message asked it to for everyone (seed 000; ``asked``: a save
+    or correction whose message did): any other change of its is a proposal too, which a
+    person merges (a seed audit: an agent archived, disabled, pinned and relabelled shared
+    facts with no message at all)."""
+    agents = ctx.is_agent and ctx.scope == "shared" and item.confirmed and not asked
+    if not (is_teammates(item, ctx) or agents):
+        return
+    whose = (
+        f"memory {item.item_id} is {item.author}'s"
+        if is_teammates(item, ctx)
+        else f"memory {item.item_id} is a shared fact, which an agent changes only when its "
+        "user's message asks for it for everyone"
+    )
+    if not proposable:
         raise Forbidden(
-            f"memory {item.item_id} is {item.author}'s: only its author or an admin makes "
-            "this change",
+            f"{whose}: only its author or an admin, in person, makes this change",
             item_id=item.item_id,
             author=item.author,
         )
-    if is_teammates(item, ctx):
-        raise ProposalRequired(
-            f"memory {item.item_id} is {item.author}'s: propose the change "
-            f"(POST /v1/memories/{item.item_id}/propose); its author or an admin merges it",
-            item_id=item.item_id,
-            author=item.author,
-        )
+    raise ProposalRequired(
+        f"{whose}: propose the change (POST /v1/memories/{item.item_id}/propose); its "
+        "author or an admin merges it",
+        item_id=item.item_id,
+        author=item.author,
+    )
 
 
 def check_run_cap(state: StreamState, run_id: str | None, ctx: Context) -> None:

@@ -64,3 +64,33 @@ async def test_the_member_in_person_confirms_and_brings_back_an_agents_memories(
         no_agent = caller(org=agent.org, person=True)
         r = await http.get(f"{recall}/v1/memories", headers=no_agent.headers)
         assert r.status_code == 401 and "person claim" in r.json()["detail"], r.text
+
+
+async def test_an_agent_changes_a_shared_fact_by_a_proposal_its_member_merges(
+        services: dict[str, str]) -> None:
+    """Seed 000: shared memory is changed by an agent only when the user's message says it
+    is for everyone (a seed audit: its member's agent archived a shared fact, with no
+    message, out of every teammate's packets)."""
+    ana = caller()
+    agent = caller(org=ana.org, agent="helper")
+    command = services["command"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        saved = await http.post(f"{command}/v1/memories", headers=ana.headers, json={
+            "content": "Releases go out on Tuesdays.", "scope": "shared"})
+        item = saved.json()["item_id"]
+        archive = await http.post(f"{command}/v1/memories/{item}/archive",
+                                  headers=agent.headers, json={"scope": "shared"})
+        assert archive.json()["code"] == "proposal_required", archive.text
+        proposed = await http.post(f"{command}/v1/memories/{item}/propose",
+                                   headers=agent.headers, json={
+                                       "change": "archive", "base_revision": 1,
+                                       "reason": "releases moved", "scope": "shared"})
+        assert proposed.status_code == 200, proposed.text
+        merged = await http.post(
+            f"{command}/v1/proposals/{proposed.json()['proposal_id']}/merge",
+            headers=ana.headers, json={"scope": "shared"})
+        assert merged.status_code == 200 and merged.json()["status"] == "archived", merged.text
+        own = await http.post(f"{command}/v1/memories/{item}/propose", headers=ana.headers,
+                              json={"change": "unarchive", "base_revision": 2,
+                                    "reason": "mine", "scope": "shared"})
+        assert (own.status_code, own.json()["code"]) == (422, "invalid"), own.text  # QA

@@ -256,3 +256,42 @@ def test_a_teammate_may_dismiss_a_candidate_as_they_may_confirm_one() -> None:
                                               candidate=True), ctx("ana"))
     assert run(state, c.DismissCandidate(item_id=candidate.item_id, scope="shared"),
                ctx("bob"))
+
+
+def test_an_agent_changes_a_shared_fact_only_by_a_proposal_unless_asked_for_everyone() -> None:
+    """Seed 000: shared memory is changed by an agent only when the user's message says it
+    is for everyone (a seed audit: its member's agent archived, disabled, pinned and
+    relabelled shared facts with no message). Its member merges the proposal."""
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    agent = ctx("ana", is_agent=True)
+    for cmd in (c.ArchiveMemory(item_id=item, scope="shared"),
+                c.PinMemory(item_id=item, scope="shared"),
+                c.DisableMemory(item_id=item, scope="shared")):
+        with pytest.raises(ProposalRequired, match="only when its user's message asks"):
+            run(state, cmd, agent)
+    with pytest.raises(Forbidden, match="in person"):
+        run(state, c.RelabelMemory(item_id=item, base_revision=1, kind="decision",
+                                   scope="shared"), agent)
+    asked = c.CorrectMemory(item_id=item, base_revision=1, content="Standup is at 9:45.",
+                            scope="shared",
+                            user_message="Update it for everyone: standup is at 9:45.")
+    [revised] = run(state, asked, agent)
+    assert isinstance(revised, MemoryRevised)  # the message asked, for everyone
+    [proposed] = run(state, c.ProposeChange(item_id=item, base_revision=2, change="pin",
+                                            reason="the team reads it daily", scope="shared"),
+                     agent)
+    assert isinstance(proposed, ChangeProposed)
+    [pinned, merged] = run(state, c.MergeProposal(proposal_id=proposed.proposal_id,
+                                                  scope="shared"), ctx("ana"))
+    assert isinstance(pinned, MemoryPinned) and isinstance(merged, Resolved)
+
+
+def test_a_person_changes_its_own_shared_memory_directly_not_by_a_proposal() -> None:
+    """QA: the author could propose a change to its own memory (and an admin to any)."""
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    for who in (ctx("ana"), ctx("cy", is_admin=True)):
+        with pytest.raises(InvalidCommand, match="change it directly"):
+            run(state, c.ProposeChange(item_id=item, base_revision=1, change="pin",
+                                       reason="mine", scope="shared"), who)
