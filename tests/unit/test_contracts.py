@@ -91,3 +91,13 @@ def test_commands_refuse_an_empty_key_a_long_source_and_loose_numbers(
     with pytest.raises(ValidationError, match=said):
         command.model_validate(payload)
     assert LinkMemory(item_id="i", target_id="t", weight=1).weight == 1.0  # a JSON 1 is a weight
+
+
+@pytest.mark.parametrize("at", ["9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z",
+                                "9999-12-31T23:59:59.999999", "0001-01-01T05:00:00+05:00"])
+def test_an_expiry_postgres_would_keep_as_infinity_is_refused(at: str) -> None:
+    """QA: asyncpg writes the first and last datetime as -infinity and infinity, which read
+    back without their zone (and as no time at all)."""
+    with pytest.raises(ValidationError, match="out of range"):
+        RememberMemory(content="x", expires_at=at)  # type: ignore[arg-type]
+    assert RememberMemory(content="x", expires_at="9999-12-31T23:59:59Z").expires_at  # type: ignore[arg-type]
