@@ -237,15 +237,18 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        return problem(
-            422,
-            "Invalid request",
-            "the request body or parameters are invalid",
-            "invalid",
-            errors=errors,
-        )
+        kind = request.headers.get("content-type", "")
+        detail = "the request body or parameters are invalid"
+        if any(e["loc"] == ["body"] for e in errors) and "json" not in kind.lower():
+            # FastAPI reads no JSON from a body sent as another type, or as none (QA: a
+            # curl -d without a header read as "a valid dictionary" expected).
+            detail = (
+                "the request body must be JSON, sent with Content-Type: application/json "
+                f"(this one came as {kind or 'no content type'})"
+            )
+        return problem(422, "Invalid request", detail, "invalid", errors=errors)
 
 
 def bearer_token(request: Request) -> str:

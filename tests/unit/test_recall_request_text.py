@@ -162,3 +162,17 @@ def test_a_cursor_at_a_time_no_utc_date_holds_is_none_of_ours() -> None:
 async def test_past_the_largest_version_is_a_422_not_a_500() -> None:
     r = await refused("GET", f"/v1/changes?after={2**63}", None)
     assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("query", "after")]
+
+
+@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None])
+async def test_a_json_body_sent_as_another_type_is_told_so(kind: str | None) -> None:
+    """QA: curl -d '{"query": "x"}' (sent as a form) was refused with "Input should be a
+    valid dictionary", which said nothing of the content type FastAPI wants."""
+    token = mint_token(SECRET, org="acme", member="ana")
+    headers = {"Authorization": f"Bearer {token}", **({"Content-Type": kind} if kind else {})}
+    transport = httpx.ASGITransport(app=recall_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:
+        r = await http.post("/v1/recall", content=b'{"query": "x"}', headers=headers)
+    assert r.status_code == 422 and r.headers["content-type"] == PROBLEM, r.text
+    assert "Content-Type: application/json" in r.json()["detail"]
+    assert (kind or "no content type") in r.json()["detail"]
