@@ -114,6 +114,10 @@ class RememberMemory(Command):
     # Proposed by the extractor from a conversation turn (the change log says so): only
     # ever a candidate.
     extracted: StrictBool = False
+    # The ingest request this save is one message of (the gateway's keyed digest of it):
+    # an ingest sent again under its Idempotency-Key with other messages is then another
+    # request, refused whole, not saved in part (QA). Only the ingest route sets it.
+    ingest_digest: str | None = Field(default=None, min_length=1, max_length=64)
     # A fact that stops counting at this time (it then counts as expired).
     expires_at: datetime | None = None
     # Memories this one relates to: each gets a ``related`` link from it.

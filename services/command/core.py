@@ -110,13 +110,12 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     digest = ctx.content_hash(cmd.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     key_hash = ctx.key_hash(cmd.key) if cmd.key else None
-    confirmed = not cmd.candidate and (
-        not ctx.is_agent
-        or user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
-        # A retracted key's fact is a person's to bring back (seed 002): an agent's save
-        # of it waits as a candidate (a seed audit: it made the fact active again).
-        and not (key_hash and state.retracted_key(key_hash))
-    )
+    # A retracted key's fact is a person's to bring back (seed 002): an agent's save of it
+    # waits as a candidate (a seed audit: it made the fact active again).
+    agent_may = user_asked_to_save(
+        cmd.user_message, cmd.content, shared=ctx.scope == "shared"
+    ) and not (key_hash and state.retracted_key(key_hash))
+    confirmed = not cmd.candidate and (not ctx.is_agent or agent_may)
     if not confirmed:
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None

@@ -87,6 +87,7 @@ def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
     schemas: dict[str, Any] = defs.get("$defs", {})
     # Only the extractor, on engram.commands, says a save was extracted; HTTP refuses it.
     schemas["RememberMemory"]["properties"].pop("extracted", None)
+    schemas["RememberMemory"]["properties"].pop("ingest_digest", None)  # the ingest route's
     remember = schemas["RememberMemory"]["properties"]
     paths: dict[str, Any] = {
         "/v1/memories": {

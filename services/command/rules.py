@@ -65,9 +65,7 @@ def is_teammates(item: Item, ctx: Context) -> bool:
     )
 
 
-def check_owner(
-    item: Item, ctx: Context, *, proposable: bool = True, asked: bool = False
-) -> None:
+def check_owner(item: Item, ctx: Context, *, proposable: bool = True, asked: bool = False) -> None:
     """In the shared scope a memory's text and status are changed by its author or an
     admin; a teammate proposes the change instead (seed 004), or, for a change no proposal
     makes (``proposable`` false: a relabel, an undo), is refused. An agent changes a shared

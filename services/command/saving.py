@@ -4,6 +4,7 @@ from a thumbs-down (seed 000), recent messages one memory each (seed 004's inges
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -113,20 +114,48 @@ async def ingest(request: Request) -> JSONResponse:
     }
     payloads = [_message(i, m, shared) for i, m in enumerate(messages)]
     key = idempotency_key(request)
-    ids = [
-        str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) if key else None
-        for i in range(len(payloads))
-    ]
-    sent = await asyncio.gather(
-        *(
-            send(request, "RememberMemory", p, command_id=i)
-            for p, i in zip(payloads, ids, strict=True)
-        )
-    )
+    if key is None:
+        sent = await asyncio.gather(*(send(request, "RememberMemory", p) for p in payloads))
+    else:
+        sent = await _ingest_once(request, key, payloads)
     results = [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]
     if all(r.get("code") == "memory_off" for r in results):  # as every other route answers
         raise ProblemError(403, "Memory is off", results[0]["detail"], "memory_off")
     return JSONResponse({"results": results})
+
+
+async def _ingest_once(
+    request: Request, key: str, payloads: list[dict[str, Any]]
+) -> list[tuple[CommandReply, c.Command]]:
+    """An ingest under an Idempotency-Key: one request, however its messages are sent.
+    Its first message takes the key itself as its command id (a save under the key is
+    then the same id), the others ids made from it, and each carries a keyed digest of
+    the whole request. The first is sent alone: when the key was used for another request
+    (another list, or a save), it is refused and so is the whole ingest, before any other
+    message is sent (QA: a longer list under a used key saved its new messages)."""
+    master = request.app.state.keystore.master
+    digest = master.digest(json.dumps(payloads, sort_keys=True).encode()).hex()
+    ids = [
+        key,
+        *(str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) for i in range(1, len(payloads))),
+    ]
+    first = await send(request, "RememberMemory", payloads[0], command_id=key, ingest_digest=digest)
+    rejection = first[0].rejection
+    if rejection is not None and rejection.code == "idempotency_key_reused":
+        raise ProblemError(
+            422,
+            "Idempotency key reused",
+            f"Idempotency-Key {key!r} was used for another request in this scope: send this "
+            "ingest with a new key; no message of it was saved",
+            "idempotency_key_reused",
+        )
+    rest = await asyncio.gather(
+        *(
+            send(request, "RememberMemory", p, command_id=i, ingest_digest=digest)
+            for p, i in zip(payloads[1:], ids[1:], strict=True)
+        )
+    )
+    return [first, *rest]
 
 
 def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:

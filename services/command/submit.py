@@ -90,8 +90,10 @@ async def send(
     command_id: str | None = None,
     id_per_stream: Callable[[str], str] | None = None,
     names: Mapping[str, str] | None = None,
+    ingest_digest: str | None = None,
 ) -> tuple[CommandReply, c.Command]:
-    """The writer's reply to the command, and the command as validated."""
+    """The writer's reply to the command, and the command as validated (``ingest_digest``:
+    the ingest route's, for each message it sends)."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
     model = c.COMMANDS.get(type_)
@@ -110,6 +112,12 @@ async def send(
             "extracted: only the extractor says a memory is its candidate (on engram.commands)",
             "invalid",
         )
+    if payload.get("ingest_digest") is not None:
+        raise ProblemError(
+            422, "Invalid command", "ingest_digest: only the ingest route sets it", "invalid"
+        )
+    if ingest_digest is not None:
+        payload = {**payload, "ingest_digest": ingest_digest}
     try:  # validate here too: a bad request never reaches the log
         command = model.model_validate(payload)
         stream = principal.stream(command.scope)

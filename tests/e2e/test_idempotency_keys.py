@@ -77,6 +77,44 @@ async def test_a_key_reused_for_another_request_is_refused(services: dict[str, s
         assert (twice.status_code, twice.json()["duplicate"]) == (200, True)
 
 
+async def test_an_ingest_under_a_used_key_is_one_request_refused_whole(
+        services: dict[str, str]) -> None:
+    """QA: an ingest sent again under its key with other messages saved its new ones (each
+    message's id came from the key and its index), and a save under an ingest's key, or
+    the other way round, was saved again."""
+    ana = caller()
+    key = f"ingest-{uuid.uuid4().hex[:8]}"
+    first = [{"content": "Ingest a."}, {"content": "Ingest b."}]
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        saved = await api.keyed(ana, key, "/v1/memories/ingest", messages=first)
+        assert saved.status_code == 200 and all(r["ok"] for r in saved.json()["results"])
+        again = await api.keyed(ana, key, "/v1/memories/ingest", messages=first)
+        assert [r["duplicate"] for r in again.json()["results"]] == [True, True], again.text
+        for messages in ([{"content": "Ingest CHANGED."}, *first[1:], {"content": "New."}],
+                         [*first, {"content": "Ingest NEW third."}],
+                         [first[0], {"content": "Ingest b, changed."}]):
+            other = await api.keyed(ana, key, "/v1/memories/ingest", messages=messages)
+            assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused"), (
+                other.text)
+        save = await api.keyed(ana, key, "/v1/memories", content="Ingest a.", sources=["m1"])
+        assert (save.status_code, save.json()["code"]) == (422, "idempotency_key_reused")
+        other_key = f"save-{uuid.uuid4().hex[:8]}"
+        plain = await api.keyed(ana, other_key, "/v1/memories", content="A plain save.")
+        assert plain.status_code == 201, plain.text
+        ingest = await api.keyed(ana, other_key, "/v1/memories/ingest",
+                                 messages=[{"content": "A plain save."}])
+        assert (ingest.status_code, ingest.json()["code"]) == (422, "idempotency_key_reused")
+
+        async def listed() -> list[str] | None:
+            r = await http.get(f"{api.recall}/v1/memories", headers=ana.headers)
+            texts = sorted(m["content"] for m in r.json()["memories"])
+            return texts if len(texts) >= 3 else None
+
+        assert await eventually(listed, what="the saved memories") == [
+            "A plain save.", "Ingest a.", "Ingest b."]
+
+
 @pytest.mark.parametrize(("body", "key", "field"), [
     ({"content": "nul \u0000 byte"}, None, "content"),
     ({"content": "fine", "title": "a\u0000"}, None, "title"),

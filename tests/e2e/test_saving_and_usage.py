@@ -49,11 +49,11 @@ async def test_a_lesson_and_ingested_messages_are_saved(services: dict[str, str]
                                 json={"messages": messages, "related_ids": [lesson]})
         assert [x["item_id"] for x in again.json()["results"]] == [x["item_id"] for x in results]
         assert all(x["duplicate"] for x in again.json()["results"])
-        # The same key with other messages (here, without the links) is another request.
+        # The same key with other messages (here, without the links) is another request,
+        # refused whole.
         other = await http.post(f"{command}/v1/memories/ingest", headers=key,
                                 json={"messages": messages})
-        assert [(x["ok"], x["code"]) for x in other.json()["results"]] == [
-            (False, "idempotency_key_reused")] * 2
+        assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused")
 
         async def saved() -> dict[str, Any] | None:
             r = await http.get(f"{recall}/v1/memories", headers=ana.headers)
