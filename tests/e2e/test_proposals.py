@@ -185,3 +185,26 @@ async def test_a_teammate_proposes_a_pin_and_a_disable(services: dict[str, str])
         assert disable.status_code == 200, disable.text
         merged = await api.post(ana, f"/v1/proposals/{disable.json()['proposal_id']}/merge")
         assert merged.json()["status"] == "disabled"
+
+
+async def test_an_expired_proposal_leaves_thirty_days_after_it_expired(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """Seed 004: pending proposals expire after 30 days, and resolved ones leave after
+    another 30 (a seed audit: one that expired unanswered was listed for good)."""
+    saved = anas_shared_memory(services, "The wiki lives on Confluence.")
+    async with saved as (api, ana, bob, item):
+        proposed = await api.post(bob, f"/v1/memories/{item}/propose", change="pin",
+                                  base_revision=1, reason="everyone needs it")
+        pid = proposed.json()["proposal_id"]
+        await api.until(ana, pid, "pending", view="review")
+        conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+        try:
+            for days, listed in ((31, ["expired"]), (61, [])):
+                await conn.execute(
+                    "UPDATE memory.proposals SET proposed_at = now() - make_interval(days => $2)"
+                    " WHERE proposal_id = $1", pid, days)
+                found = [p["status"] for p in await api.proposals(ana, view="review")
+                         if p["proposal_id"] == pid]
+                assert found == listed, (days, found)
+        finally:
+            await conn.close()

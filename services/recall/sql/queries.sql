@@ -166,7 +166,9 @@ LIMIT $3
 -- Proposals on memories the caller can see, newest first. $3 'review': others' proposals
 -- on the caller's memories (an admin's: on anyone's); 'mine': the caller's own; 'all'.
 -- A pending proposal older than $5 days reads as expired; one resolved more than $5 days
--- ago is left out. $4: a status to keep, or NULL for every one.
+-- ago is left out, and so is one expired as long (seed 004: resolved ones leave after
+-- another 30 days; a seed audit found an expired one listed for good). $4: a status to
+-- keep, or NULL for every one.
 SELECT * FROM (
     SELECT p.proposal_id, p.item_id, p.scope, p.change, p.base_revision, p.title, p.content,
            p.superseded_by, p.reason, p.proposer,
@@ -177,7 +179,9 @@ SELECT * FROM (
     FROM memory.proposals p
     JOIN memory.items i ON i.item_id = p.item_id
     WHERE p.org = $1
-      AND (p.resolved_at IS NULL OR p.resolved_at > now() - make_interval(days => $5))
+      AND CASE WHEN p.resolved_at IS NULL
+               THEN p.proposed_at > now() - make_interval(days => 2 * $5)
+               ELSE p.resolved_at > now() - make_interval(days => $5) END
       AND CASE $3
             WHEN 'review' THEN p.proposer <> $2 AND (i.created_by ->> 'member' = $2 OR $6)
             WHEN 'mine' THEN p.proposer = $2
