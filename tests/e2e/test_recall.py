@@ -167,6 +167,30 @@ async def test_list_is_newest_first_and_paged(client: Client) -> None:
     assert (await client.get("/v1/memories?cursor=nonsense")).status_code == 422
 
 
+async def test_a_page_is_bounded_as_a_whole_and_goes_on_where_it_ended(
+        client: Client) -> None:
+    """Seed 004: a whole result is bounded, not just each memory in it (a seed audit: a
+    page of 100 carried 47,910 characters). A page ends early; its next goes on from its
+    last memory, so none is left out."""
+    ids = [(await client.remember(content=f"Bounded fact {n}. " + "x" * 1_080))["item_id"]
+           for n in range(20)]
+
+    async def pages() -> list[dict[str, Any]] | None:
+        found, cursor = [], ""
+        while True:
+            found.append((await client.get(f"/v1/memories?limit=100{cursor}")).json())
+            if not found[-1]["next"]:
+                break
+            cursor = f"&cursor={found[-1]['next']}"
+        listed = sum(len(page["memories"]) for page in found)
+        return found if listed == 20 else None
+
+    first, second = await eventually(pages, what="20 memories projected, on two pages")
+    assert len(first["memories"]) == 14, len(first["memories"])
+    assert sum(len(m["content"]) for m in first["memories"]) <= 16_000
+    assert [m["item_id"] for m in first["memories"] + second["memories"]] == ids[::-1]
+
+
 async def test_an_org_chooses_its_default_policy(services: dict[str, str]) -> None:
     admin = caller(roles=("admin",))
     member = caller(admin.org, member="bo")
