@@ -35,7 +35,7 @@ from engram.tracking import PoisonMessageError, TrackedFollower
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
 from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
-from services.extractor.errors import AIFailed, BudgetExhausted
+from services.extractor.errors import AIFailed, BudgetExhausted, problem_text
 from services.extractor.rules import rule_candidates
 
 log = get_logger(__name__)
@@ -96,8 +96,8 @@ class TurnExtractor:
         """Decode the turn and resolve its stream from its token; anything else is poison."""
         try:
             turn = ConversationTurn.model_validate_json(record.value or b"")
-        except ValidationError as exc:
-            raise PoisonMessageError(f"undecodable conversation turn: {exc}") from exc
+        except ValidationError as exc:  # its fields and faults, never the user's words
+            raise PoisonMessageError(f"undecodable conversation turn: {problem_text(exc)}") from exc
         try:
             principal = self._verifier.verify(turn.token)
             return turn, principal, principal.stream(turn.scope)
@@ -192,7 +192,7 @@ def _watched_event(record: Any) -> tuple[str, Event] | None:
     except (ValueError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
         if _unwatched(raw):  # not this reader's to judge: the projector reports it
             return None
-        raise PoisonMessageError(f"undecodable event: {exc}") from exc
+        raise PoisonMessageError(f"undecodable event: {problem_text(exc)}") from exc
     if env.type not in WATCHED:
         return None
     return env.stream_id, event

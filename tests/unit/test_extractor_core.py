@@ -178,10 +178,60 @@ def test_backoff_doubles_with_jitter_and_respects_retry_after_and_cap() -> None:
         ("a" * 30 + " and 123", False),  # a long word, and digits elsewhere
         ("x" * 23 + "1", True),  # 24 characters mixing both
         ("x" * 22 + "1", False),
+        # QA: a Meet link's host was never read, so every Meet link was kept.
+        ("https://meet.google.com/abc-defg-hij", True),
+        ("meet.google.com/abc-defg-hij", True),
+        ("https://meet.google.com", False),  # the service, not a meeting
+        ("www.zoom.us/j/123456789", True),
+        ("https://teams.live.com/meet/9381234", True),
+        ("https://join.slack.com/t/acme/shared_invite/zt-1", True),
+        ("https://t.me/+AbCdEf", True),
+        ("https://zoom.us/pricing", False),
+        ("deploy@10.0.0.5 using hunter2", True),
+        ("deploy@10.0.0.5:22", False),  # a port, no secret
+        ("ana@example.com with sunshine99", True),  # a word that reads as a secret
+        ("write to ana@example.com with questions", False),  # an address, and a word
+        ("the login account is ana@example.com with sunshine99", True),
+        ("The vault combination is 4 8 15", True),
+        ("The combination of tea and cake is 100 percent good", False),
+        ("opens with 2 tabs", False),
+        ("opens at 9:00", False),
+        ("Your secret question answer is Rex", True),
+        ("the maiden voyage is in May", False),
     ],
 )
 def test_text_that_gives_access(text: str, expected: bool) -> None:
     assert gives_access(text) is expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The server is reachable as root@10.0.0.5 using hunter2.",
+        "The Netflix account is ana@example.com with sunshine99.",
+        "The safe combination is 12-34-56.",
+        "The gate opens with 7788.",
+        "The garage opens with 4-8-1-5.",
+        "The meeting link is https://meet.google.com/abc-defg-hij.",
+        "My mother\u2019s maiden name is Smith.",
+    ],
+)
+def test_a_models_candidate_that_gives_access_is_dropped(text: str) -> None:
+    """QA: each was proposed from a published turn; the model's own say is not trusted."""
+    assert select([Candidate(text, "fact", text)], text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The office opens at 9:00.",
+        "My budget is 1500 EUR.",
+        "The flight is at 10:30.",
+        "Ana's email is ana@example.com.",
+    ],
+)
+def test_a_models_candidate_of_an_ordinary_fact_is_kept(text: str) -> None:
+    assert select([Candidate(text, "fact", text)], text) == [Candidate(text, "fact", text)]
 
 
 def test_a_long_run_of_letters_is_read_in_linear_time() -> None:
@@ -190,6 +240,23 @@ def test_a_long_run_of_letters_is_read_in_linear_time() -> None:
     started = time.process_time()
     assert not gives_access("Remember that " + "x" * 1_000_000)
     assert time.process_time() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a." * 10_000 + "/",  # a bare host was tried from each of its labels: 5 s
+        "x@" + "a." * 10_000 + " with y",
+        "ana@" * 5_000,
+        "ana@example.com with questions " * 600,
+        "The gate opens with " + "1 " * 10_000,
+        "to open " * 2_500,
+    ],
+)
+def test_a_turn_of_long_hosts_logins_or_codes_is_read_quickly(text: str) -> None:
+    started = time.process_time()
+    gives_access(text)
+    assert time.process_time() - started < 0.5
 
 
 def test_turn_contract_defaults_and_strictness() -> None:

@@ -117,10 +117,100 @@ def test_questions_negations_and_chatter_yield_nothing(message: str) -> None:
         "Mi contrase\u00f1a es hunter2, remember that.",
         "My Passwort is hunter2.",
         "My SSN is 123-45-6789.",
+        # QA: each of these was proposed too.
+        "Remember that the server is reachable as root@10.0.0.5 using hunter2.",
+        "Remember that the Netflix account is ana@example.com with sunshine99.",
+        "Remember that the safe combination is 12-34-56.",
+        "Remember that the gate opens with 7788.",
+        "Remember that the garage opens with 4-8-1-5.",
+        "Remember that the meeting link is https://meet.google.com/abc-defg-hij.",
+        "My mother's maiden name is Smith.",
     ],
 )
 def test_credentials_and_access_links_are_never_proposed(message: str) -> None:
     assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # A login and its secret side by side.
+        "Remember that the NAS is admin@nas with letmein.",
+        "Remember that the box is deploy@192.168.1.20 / Spring2030.",
+        "My Spotify account is ana@example.com / sunshine99.",
+        "Remember that I log in as ana@example.com:sunshine99 there.",
+        # A code that opens something.
+        "Remember that the combination to the bike lock is 3-1-4.",
+        "Remember that the padlock code is 909.",
+        "Remember that the code for the storage locker is 2020.",
+        "Remember that the alarm disarms with 1 2 3 4.",
+        "Remember to enter 4815 to unlock the front door.",
+        "Remember that to open the gate you dial 7788.",
+        # A meeting, a call or a group chat whoever holds the link may join.
+        "Remember that standup is at https://us02web.zoom.us/j/85123456789.",
+        "Remember that the sync is https://teams.microsoft.com/l/meetup-join/19%3ameeting_x",
+        "Remember that our room is meet.jit.si/AcmeStandup.",
+        "Remember that the call is https://acme.webex.com/meet/ana.",
+        "Remember that the team chat is https://discord.gg/abc123.",
+        "Remember that the family group is https://chat.whatsapp.com/Kx12abc.",
+        # An answer to a security question.
+        "My first pet's name was Rex.",
+        "Remember that my first pet was a dog called Rex.",
+        "My father's middle name is James.",
+        "Remember that the street I grew up on is Elm Street.",
+        "My memorable word is giraffe.",
+        "My childhood best friend was Tom.",
+    ],
+)
+def test_logins_opening_codes_meeting_links_and_security_answers_are_never_proposed(
+    message: str,
+) -> None:
+    """Seed 002: never keep passwords, keys or links that give access; a login given with
+    its secret, a code that opens a door, a meeting's link and a security answer all do."""
+    assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Remember that the office opens at 9:00.", [("fact", "The office opens at 9:00.")]),
+        ("My budget is 1500 EUR.", [("fact", "My budget is 1500 EUR.")]),
+        ("Remember that the flight is at 10:30.", [("fact", "The flight is at 10:30.")]),
+        (
+            "Remember that Ana's email is ana@example.com.",
+            [("fact", "Ana's email is ana@example.com.")],
+        ),
+        (
+            "Remember that questions go to ana@example.com with a short subject.",
+            [("fact", "Questions go to ana@example.com with a short subject.")],
+        ),
+        (
+            "Remember that our repo is git@github.com:acme/app.git",
+            [("fact", "Our repo is git@github.com:acme/app.git.")],
+        ),
+        (
+            "Remember that the shop opens with 10 staff.",
+            [("fact", "The shop opens with 10 staff.")],
+        ),
+        (
+            "Remember that the release opens on 12 May 2030.",
+            [("fact", "The release opens on 12 May 2030.")],
+        ),
+        ("We use Google Meet for calls.", [("decision", "We use Google Meet for calls.")]),
+        (
+            "Remember that our docs are at https://docs.example.com/meetings",
+            [("fact", "Our docs are at https://docs.example.com/meetings.")],
+        ),
+        ("My first language is Spanish.", [("fact", "My first language is Spanish.")]),
+        ("My mother's name is Maria.", [("fact", "My mother's name is Maria.")]),
+        ("My favourite food is sushi.", [("fact", "My favourite food is sushi.")]),
+    ],
+)
+def test_times_amounts_addresses_and_links_that_open_nothing_are_kept(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    """An email alone is contact data, a time is no code, a plain link invites no one."""
+    assert extract(message) == expected
 
 
 @pytest.mark.parametrize(
