@@ -110,12 +110,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     digest = ctx.content_hash(cmd.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     key_hash = ctx.key_hash(cmd.key) if cmd.key else None
-    # A retracted key's fact is a person's to bring back (seed 002): an agent's save of it
-    # waits as a candidate (a seed audit: it made the fact active again).
-    agent_may = user_asked_to_save(
-        cmd.user_message, cmd.content, shared=ctx.scope == "shared"
-    ) and not (key_hash and state.retracted_key(key_hash))
-    confirmed = not cmd.candidate and (not ctx.is_agent or agent_may)
+    confirmed = not cmd.candidate and (not ctx.is_agent or _agent_confirms(state, cmd, ctx))
     if not confirmed:
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None
@@ -162,6 +157,14 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
         ),
         *links,
     ]
+
+
+def _agent_confirms(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> bool:
+    """An agent's save is a fact when the user's message asked for it (seed 000), unless
+    its key's fact is retracted: that is a person's to bring back (seed 002; a seed audit:
+    an agent's save made it active again)."""
+    asked = user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
+    return asked and not (cmd.key and state.retracted_key(ctx.key_hash(cmd.key)))
 
 
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
