@@ -97,3 +97,47 @@ def test_the_content_must_be_in_one_sentence_of_the_message(
 def test_the_content_in_a_sentence_or_past_an_aside_is_confirmed(
         message: str, content: str) -> None:
     assert user_asked_to_save(message, content, shared=False) is True
+
+
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [  # QA, over the one-sentence rule: each was confirmed, saying what the message did not.
+        ("Remember for everyone: Bob, not Ana, approved the budget.", "Ana approved the budget"),
+        ("Remember for everyone that the user, unlike Bob, is vegan.", "Bob is vegan"),
+        ("Remember for everyone: Ana approved. The budget is still open.",
+         "Ana approved the budget"),
+        ("Remember for everyone that Ana likes, I mean hates, coffee.", "Ana likes coffee"),
+        ("Remember for everyone except Ana is vegan.", "Ana is vegan"),
+        ("Remember to ask whether Ana is vegan.", "Ana is vegan"),
+        ("Remember: it is false that Ana is vegan.", "Ana is vegan"),
+        ("Remember: nobody thinks Ana is vegan.", "Ana is vegan"),
+        ("Remember if the user likes Python.", "the user likes Python"),
+        ("Remember: the user likes Python?", "the user likes Python"),
+        ("Remember the user likes Python less than Go.", "the user likes Python"),
+        ("Remember the user wants dark mode off.", "the user wants dark mode"),
+        ("Remember the user was vegan.", "the user is vegan"),
+    ],
+)
+def test_a_denied_asked_or_turned_content_is_not_confirmed(message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=True) is False
+
+
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [  # QA: ordinary phrasings the one-sentence rule had made candidates.
+        ("Remember that Ana really likes green tea.", "Ana likes green tea"),
+        ("Please remember the user usually prefers short answers.",
+         "The user prefers short answers"),
+        ("Remember Ana is strictly vegan.", "Ana is vegan"),
+        ("Remember that Dr. Smith is the dentist.", "Dr. Smith is the dentist"),
+        ("Remember: Ana, who leads our design team, prefers Figma.", "Ana prefers Figma"),
+        ("Remember: Ana - our designer - prefers Figma.", "Ana prefers Figma"),
+        ("Remember: Ana (our designer) prefers Figma.", "Ana prefers Figma"),
+        ("Remember that Ana likes tea, not coffee.", "Ana likes tea"),
+        ("Remember: Ana likes tea. Bob likes coffee.", "Ana likes tea. Bob likes coffee."),
+        ("Remember that the meeting is at 10:30 a.m. on Monday.",
+         "The meeting is at 10:30 a.m. on Monday"),
+    ],
+)
+def test_ordinary_phrasings_of_the_content_are_confirmed(message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=False) is True
