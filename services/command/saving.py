@@ -15,7 +15,9 @@ from starlette.routing import Route
 
 from contracts import commands as c
 from contracts.envelope import CommandReply
-from engram.http import ProblemError
+from engram.auth import ScopeError
+from engram.http import ProblemError, principal_from
+from services.command.adapters.ingests import first_request
 from services.command.answers import json_errors
 from services.command.submit import idempotency_key, read_json, send, submit
 
@@ -127,14 +129,24 @@ async def ingest(request: Request) -> JSONResponse:
 async def _ingest_once(
     request: Request, key: str, payloads: list[dict[str, Any]]
 ) -> list[tuple[CommandReply, c.Command]]:
-    """An ingest under an Idempotency-Key: one request, however its messages are sent.
-    Its first message takes the key itself as its command id (a save under the key is
-    then the same id), the others ids made from it, and each carries a keyed digest of
-    the whole request. The first is sent alone: when the key was used for another request
-    (another list, or a save), it is refused and so is the whole ingest, before any other
-    message is sent (QA: a longer list under a used key saved its new messages)."""
-    master = request.app.state.keystore.master
+    """An ingest under an Idempotency-Key: one request, however its messages fare. The key
+    keeps, per stream, a keyed digest of the request it was first sent with
+    (``command.ingest_requests``): sent again with another request, the ingest is refused
+    whole before any message is sent (QA: a longer list saved its new messages; and when
+    the first request's first message was refused, another request under the key was
+    saved). Its first message takes the key itself as its command id, so a save under the
+    key, before or after, is another request the writer refuses; it is sent alone first,
+    and every message carries the digest."""
+    app = request.app.state
+    try:
+        stream = principal_from(request, app.verifier).stream(payloads[0]["scope"])
+    except ScopeError as exc:
+        raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    master = app.keystore.master
     digest = master.digest(json.dumps(payloads, sort_keys=True).encode()).hex()
+    key_hash = master.digest(key.encode()).hex()
+    if await first_request(app.pool, stream, key_hash, digest) != digest:
+        raise _key_reused(key)
     ids = [
         key,
         *(str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) for i in range(1, len(payloads))),
@@ -142,13 +154,7 @@ async def _ingest_once(
     first = await send(request, "RememberMemory", payloads[0], command_id=key, ingest_digest=digest)
     rejection = first[0].rejection
     if rejection is not None and rejection.code == "idempotency_key_reused":
-        raise ProblemError(
-            422,
-            "Idempotency key reused",
-            f"Idempotency-Key {key!r} was used for another request in this scope: send this "
-            "ingest with a new key; no message of it was saved",
-            "idempotency_key_reused",
-        )
+        raise _key_reused(key)  # a save used the key
     rest = await asyncio.gather(
         *(
             send(request, "RememberMemory", p, command_id=i, ingest_digest=digest)
@@ -156,6 +162,16 @@ async def _ingest_once(
         )
     )
     return [first, *rest]
+
+
+def _key_reused(key: str) -> ProblemError:
+    return ProblemError(
+        422,
+        "Idempotency key reused",
+        f"Idempotency-Key {key!r} was used for another request in this scope: send this "
+        "ingest with a new key; no message of it was saved",
+        "idempotency_key_reused",
+    )
 
 
 def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:

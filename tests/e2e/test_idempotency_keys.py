@@ -115,6 +115,32 @@ async def test_an_ingest_under_a_used_key_is_one_request_refused_whole(
             "A plain save.", "Ingest a.", "Ingest b."]
 
 
+async def test_an_ingest_whose_first_message_was_refused_keeps_its_key(
+        services: dict[str, str]) -> None:
+    """QA: a refused message leaves its command id unused, so when an ingest's first
+    message was refused, another request under its key was saved, and a retry of the
+    first was then refused."""
+    ana = caller()
+    key = f"ingest-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+        alpha = await api.remember(ana, "Alpha fact about the build.")
+        gone = await http.delete(f"{api.command}/v1/memories/{alpha['item_id']}",
+                                 headers=ana.headers)
+        assert gone.status_code == 200, gone.text
+        first = [{"content": "Alpha fact about the build."},
+                 {"content": "Beta fact about the build."}]
+        sent = await api.keyed(ana, key, "/v1/memories/ingest", messages=first)
+        assert [(r["ok"], r.get("code")) for r in sent.json()["results"]] == [
+            (False, "conflict"), (True, None)], sent.text
+        other = await api.keyed(ana, key, "/v1/memories/ingest", messages=[
+            {"content": "Gamma fact."}, {"content": "Delta fact."}])
+        assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused")
+        again = await api.keyed(ana, key, "/v1/memories/ingest", messages=first)
+        results = again.json()["results"]
+        assert (results[0]["ok"], results[1]["duplicate"]) == (False, True), again.text
+
+
 @pytest.mark.parametrize(("body", "key", "field"), [
     ({"content": "nul \u0000 byte"}, None, "content"),
     ({"content": "fine", "title": "a\u0000"}, None, "title"),
