@@ -161,10 +161,13 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
 
 def _agent_confirms(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> bool:
     """An agent's save is a fact when the user's message asked for it (seed 000), unless
-    its key's fact is retracted: that is a person's to bring back (seed 002; a seed audit:
-    an agent's save made it active again)."""
-    asked = user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
-    return asked and not (cmd.key and state.retracted_key(ctx.key_hash(cmd.key)))
+    its key's fact, or its very text, is retracted: that is a person's to bring back (seed
+    002; a seed audit and QA: an agent's save made it active again)."""
+    if not user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared"):
+        return False
+    if cmd.key and state.retracted_key(ctx.key_hash(cmd.key)):
+        return False
+    return not state.retracted_text(ctx.content_hash(cmd.content))
 
 
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
@@ -381,8 +384,9 @@ def _forget(
 def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event]:
     """Every memory of the stream not yet forgotten (candidates, disabled and archived
     ones too), forgotten in one command; none when the scope holds none."""
-    if ctx.scope == "shared" and not ctx.is_admin:
-        raise Forbidden("clearing the org's shared memory needs the admin role")
+    if ctx.scope == "shared" and (ctx.is_agent or not ctx.is_admin):
+        # An agent's, even an admin's, never (QA: seed 000, as its forget of a shared fact).
+        raise Forbidden("clearing the org's shared memory needs a person with the admin role")
     if not cmd.confirm:
         raise InvalidCommand(
             "clearing erases every memory of this scope for good, with no undo; "

@@ -114,6 +114,16 @@ def check_may_forget(item: Item, ctx: Context) -> None:
     memory is forgotten by its author or an org admin, and no proposal can do it (a
     forget cannot wait for a review, nor be undone after one)."""
     check_not_teammates(item, ctx, "only its author or an org admin can forget it")
+    if ctx.is_agent and ctx.scope == "shared" and item.confirmed:
+        # Seed 000: an agent changes shared memory only when the user's message says so for
+        # everyone, and a forget carries no message and cannot be undone (QA: an agent
+        # forgot a shared fact with no message at all).
+        raise Forbidden(
+            f"memory {item.item_id} is a shared fact: a person forgets it (its author or an "
+            "admin); an agent forgets what its own scopes hold",
+            item_id=item.item_id,
+            author=item.author,
+        )
 
 
 def check_not_teammates(item: Item, ctx: Context, who_may: str) -> None:

@@ -91,6 +91,13 @@ class Item:
     def current(self) -> Revision:
         return self.revisions[self.revision]
 
+    @property
+    def retracted(self) -> bool:
+        """Disabled (seed 002's retracted), or archived since it was."""
+        return self.status == "disabled" or (
+            self.status == "archived" and self.archived_from == "disabled"
+        )
+
 
 @dataclass
 class Proposal:
@@ -187,10 +194,17 @@ class StreamState:
         return next((i for i in self._by_key(key_hash) if i.status == "active"), None)
 
     def retracted_key(self, key_hash: str) -> bool:
-        """Whether the key's fact is retracted: a disabled memory holds it, an active one
-        does not (seed 002: a retracted fact stays retracted until a person brings it back)."""
-        held = [i.status for i in self._by_key(key_hash)]
-        return "disabled" in held and "active" not in held
+        """Whether the key's fact is retracted: a disabled memory holds it (archived since,
+        too), an active one does not (seed 002: a retracted fact stays retracted until a
+        person brings it back)."""
+        held = self._by_key(key_hash)
+        return any(i.retracted for i in held) and all(i.status != "active" for i in held)
+
+    def retracted_text(self, digest: str) -> bool:
+        """Whether a retracted memory (as ``retracted_key`` says) holds this text, the hash
+        of its current revision (QA: an agent's save of the text without its key brought
+        it back). A scan: an agent's confirmed save alone asks."""
+        return any(i.retracted and i.current.content_hash == digest for i in self.items.values())
 
     def _by_key(self, key_hash: str) -> list[Item]:
         if self.keyed is None:

@@ -174,3 +174,22 @@ def test_a_retracted_keys_fact_is_a_persons_to_bring_back() -> None:
     assert state.items[other].status == "active"  # a key never retracted: as before
     person = save(state, "Run the tests before you push.", key="tests-first")
     assert state.items[person].status == "active"
+
+
+def test_a_retracted_fact_stays_so_without_its_key_and_once_archived() -> None:
+    """QA: an agent's save of the retracted text without its key, or of a key whose memory
+    a person disabled and then archived, made the fact active again."""
+    state = StreamState("acme/agent:helper")
+    agent = make_context(is_agent=True)
+    text, message = "Run the tests before you report.", "Remember: run the tests before you report."
+    first = save(state, text, key="tests-first")
+    run(state, c.DisableMemory(item_id=first))
+    [again] = run(state, c.RememberMemory(content=text, user_message=message), agent)
+    assert state.items[again.item_id].status == "candidate"
+    lang = save(state, "Answer in English.", key="lang")
+    run(state, c.DisableMemory(item_id=lang))
+    run(state, c.ArchiveMemory(item_id=lang))
+    [back] = run(state, c.RememberMemory(content="Answer in English, always.", key="lang",
+                                         user_message="Remember: answer in English, always."),
+                 agent)
+    assert state.items[back.item_id].status == "candidate"

@@ -295,3 +295,16 @@ def test_a_person_changes_its_own_shared_memory_directly_not_by_a_proposal() -> 
         with pytest.raises(InvalidCommand, match="change it directly"):
             run(state, c.ProposeChange(item_id=item, base_revision=1, change="pin",
                                        reason="mine", scope="shared"), who)
+
+
+def test_an_agent_neither_forgets_a_shared_fact_nor_clears_the_shared_scope() -> None:
+    """QA: with no message, an agent forgot its member's shared fact, and an agent with the
+    admin role cleared the whole shared scope (seed 000)."""
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    with pytest.raises(Forbidden, match="a person forgets it"):
+        run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana", is_agent=True))
+    with pytest.raises(Forbidden, match="a person with the admin role"):
+        run(state, c.ClearMemories(confirm=True, scope="shared"),
+            ctx("ana", is_agent=True, is_admin=True))
+    assert run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana"))
