@@ -194,6 +194,7 @@ class ProposalView(BaseModel):
     superseded_by: str | None
     reason: str | None  # None once the memory is forgotten (its words about it go too)
     proposer: str
+    proposer_agent: str | None = None  # the agent that proposed it for its member, if one did
     author: str | None  # who saved the memory: they (or an admin) merge or reject
     status: Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]
     proposed_at: datetime

@@ -233,6 +233,7 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                     opened.reason if event.reason_sealed else event.reason,
                     event.proposer,
                     event.proposed_at,
+                    env.actor.agent if env.made_by == "agent" else None,
                 ),
             )
         ]

@@ -52,6 +52,7 @@ CHECKSUM_QUERIES = {
     "links": "SELECT source_id, target_id, kind, weight, created_at, updated_at "
     "FROM memory.links WHERE org LIKE $1 ORDER BY source_id, target_id, kind",
     "proposals": "SELECT proposal_id, item_id, change, base_revision, title, content, status, "
+    "proposer_agent, "
     "proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id",
 }
 

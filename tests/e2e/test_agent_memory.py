@@ -86,6 +86,19 @@ async def test_an_agent_changes_a_shared_fact_by_a_proposal_its_member_merges(
                                        "change": "archive", "base_revision": 1,
                                        "reason": "releases moved", "scope": "shared"})
         assert proposed.status_code == 200, proposed.text
+        pid = proposed.json()["proposal_id"]
+
+        async def in_review() -> list[dict[str, object]] | None:  # QA: under "mine" only
+            r = await http.get(f"{services['recall']}/v1/proposals", headers=ana.headers,
+                               params={"view": "review"})
+            found = [p for p in r.json()["proposals"] if p["proposal_id"] == pid]
+            return found or None
+
+        [listed] = await eventually(in_review, what="the agent's proposal in ana's review")
+        assert (listed["proposer"], listed["proposer_agent"]) == ("ana", "helper")
+        r = await http.get(f"{services['recall']}/v1/proposals", headers=agent.headers,
+                           params={"view": "review"})
+        assert [p for p in r.json()["proposals"] if p["proposal_id"] == pid] == []
         merged = await http.post(
             f"{command}/v1/proposals/{proposed.json()['proposal_id']}/merge",
             headers=ana.headers, json={"scope": "shared"})

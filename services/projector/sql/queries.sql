@@ -99,8 +99,9 @@ WHERE source_id = $1 OR (target_id = $1 AND org = $2 AND scope = $3)
 
 -- name: propose
 INSERT INTO memory.proposals (proposal_id, item_id, org, scope, change, base_revision, title,
-                              content, superseded_by, reason, proposer, status, proposed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12)
+                              content, superseded_by, reason, proposer, status, proposed_at,
+                              proposer_agent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13)
 ON CONFLICT (proposal_id) DO NOTHING
 
 -- name: resolve_proposal

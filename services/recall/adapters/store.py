@@ -290,6 +290,7 @@ class RecallStore:
                     PROPOSAL_DAYS,
                     "admin" in p.roles,
                     limit,
+                    p.is_agent,
                 )
             )
 

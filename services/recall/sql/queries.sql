@@ -164,14 +164,15 @@ LIMIT $3
 
 -- name: proposals
 -- Proposals on memories the caller can see, newest first. $3 'review': others' proposals
--- on the caller's memories (an admin's: on anyone's); 'mine': the caller's own; 'all'.
+-- on the caller's memories (an admin's: on anyone's), its agents' too when the caller is a
+-- person ($8: it is an agent); 'mine': the caller's own; 'all'.
 -- A pending proposal older than $5 days reads as expired; one resolved more than $5 days
 -- ago is left out, and so is one expired as long (seed 004: resolved ones leave after
 -- another 30 days; a seed audit found an expired one listed for good). $4: a status to
 -- keep, or NULL for every one.
 SELECT * FROM (
     SELECT p.proposal_id, p.item_id, p.scope, p.change, p.base_revision, p.title, p.content,
-           p.superseded_by, p.reason, p.proposer,
+           p.superseded_by, p.reason, p.proposer, p.proposer_agent,
            CASE WHEN p.status = 'pending' AND p.proposed_at < now() - make_interval(days => $5)
                 THEN 'expired' ELSE p.status END AS status,
            p.proposed_at, p.resolved_at, p.resolution_reason,
@@ -183,7 +184,8 @@ SELECT * FROM (
                THEN p.proposed_at > now() - make_interval(days => 2 * $5)
                ELSE p.resolved_at > now() - make_interval(days => $5) END
       AND CASE $3
-            WHEN 'review' THEN p.proposer <> $2 AND (i.created_by ->> 'member' = $2 OR $6)
+            WHEN 'review' THEN (p.proposer <> $2 OR (p.proposer_agent IS NOT NULL AND NOT $8))
+                               AND (i.created_by ->> 'member' = $2 OR $6)
             WHEN 'mine' THEN p.proposer = $2
             ELSE true
           END
