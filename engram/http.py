@@ -240,8 +240,12 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         kind = request.headers.get("content-type", "")
+        media = kind.split(";", 1)[0].strip().lower()
         detail = "the request body or parameters are invalid"
-        if any(e["loc"] == ["body"] for e in errors) and "json" not in kind.lower():
+        json_type = media == "application/json" or (
+            media.startswith("application/") and media.endswith("+json")
+        )  # what FastAPI reads as JSON (QA: "text/json" was told nothing)
+        if any(e["loc"] == ["body"] for e in errors) and not json_type:
             # FastAPI reads no JSON from a body sent as another type, or as none (QA: a
             # curl -d without a header read as "a valid dictionary" expected).
             detail = (

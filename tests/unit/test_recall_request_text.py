@@ -164,7 +164,8 @@ async def test_past_the_largest_version_is_a_422_not_a_500() -> None:
     assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("query", "after")]
 
 
-@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None])
+@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None,
+                                  "text/json", "application/jsonl"])
 async def test_a_json_body_sent_as_another_type_is_told_so(kind: str | None) -> None:
     """QA: curl -d '{"query": "x"}' (sent as a form) was refused with "Input should be a
     valid dictionary", which said nothing of the content type FastAPI wants."""

@@ -180,7 +180,7 @@ SELECT * FROM (
     FROM memory.proposals p
     JOIN memory.items i ON i.item_id = p.item_id
     WHERE p.org = $1
-      AND CASE WHEN p.resolved_at IS NULL
+      AND CASE WHEN p.resolved_at IS NULL OR p.status = 'expired'  -- (a merge tried late)
                THEN p.proposed_at > now() - make_interval(days => 2 * $5)
                ELSE p.resolved_at > now() - make_interval(days => $5) END
       AND CASE $3
