@@ -198,6 +198,38 @@ def test_backoff_doubles_with_jitter_and_respects_retry_after_and_cap() -> None:
         ("opens at 9:00", False),
         ("Your secret question answer is Rex", True),
         ("the maiden voyage is in May", False),
+        # QA: these were kept. An openable thing "is" a code, a combo, a code to get in.
+        ("The padlock is 3-3-7", True),
+        ("The keypad: 4815", True),
+        ("The door is 1234#", True),
+        ("The code to open the safe is 909", True),
+        ("Unlock the front door with 4815.", True),
+        ("Dial 4815 at the gate", True),
+        ("The gate opens with 7788 on the keypad", True),
+        ("The house is 120 years old", False),  # a count, and no lock
+        ("The gate is 300 meters away", False),
+        ("Open the gate for 300 guests", False),
+        ("The code to open the file is in utils.py", False),
+        # A login and its secret: "as X with Y", "/", a shell line.
+        ("sign in as ana with Sunshine1", True),
+        ("Log in as admin with the SSO button.", False),
+        ("root / toor", True),
+        ("The account is ana / sunshine99.", True),
+        ("admin/Sunshine99", True),
+        ("tea / coffee", False),
+        ("read/write", False),
+        ("The server handles 100 req/s.", False),
+        ("ssh -p 22 admin@nas hunter2", True),
+        ("ssh admin@nas to restart it", False),
+        ("deploy@10.0.0.5 uses hunter2", True),
+        ("The account ana@example.com uses Gmail.", False),
+        ("Contact ana@example.com / bob@example.com", False),
+        # A first thing is a fact until it is framed as an answer.
+        ("My first kiss was in Paris.", False),
+        ("My first car was memorable.", False),
+        ("My first daughter's name is Lily.", False),
+        ("My first car? The answer is Volvo.", True),
+        ("The answer to the first pet question is Rex", True),
     ],
 )
 def test_text_that_gives_access(text: str, expected: bool) -> None:
@@ -214,6 +246,19 @@ def test_text_that_gives_access(text: str, expected: bool) -> None:
         "The garage opens with 4-8-1-5.",
         "The meeting link is https://meet.google.com/abc-defg-hij.",
         "My mother\u2019s maiden name is Smith.",
+        # QA: each of these was proposed too.
+        "The gate is 4815.",
+        "The padlock is 3-3-7.",
+        "My bike lock is 4471.",
+        "Our apartment buzzer is 4815.",
+        "The safe combo is 12 34 56.",
+        "Log in as admin with sunshine.",
+        "The code to get in is 4815.",
+        "The account ana@example.com uses sunshine99.",
+        "Disarm the alarm: 5566",
+        "At the gate, dial 4815",
+        "admin / sunshine",
+        "ssh admin@nas hunter",
     ],
 )
 def test_a_models_candidate_that_gives_access_is_dropped(text: str) -> None:
@@ -228,6 +273,15 @@ def test_a_models_candidate_that_gives_access_is_dropped(text: str) -> None:
         "My budget is 1500 EUR.",
         "The flight is at 10:30.",
         "Ana's email is ana@example.com.",
+        # QA: each of these was dropped.
+        "Write to ana@example.com with Q3 results.",
+        "Contact ana@example.com with your account questions.",
+        "Send invoices to billing@acme.com / finance@acme.com.",
+        "My first car was a Volvo.",
+        "Ana's first boss was very kind.",
+        "My first teacher taught me to read.",
+        "The user's first school was in Lisbon.",
+        "The museum opens with 300 visitors a day.",
     ],
 )
 def test_a_models_candidate_of_an_ordinary_fact_is_kept(text: str) -> None:
@@ -251,6 +305,19 @@ def test_a_long_run_of_letters_is_read_in_linear_time() -> None:
         "ana@example.com with questions " * 600,
         "The gate opens with " + "1 " * 10_000,
         "to open " * 2_500,
+        # Patterns with a quantifier inside a quantifier or a window (QA's new shapes).
+        "the gate is " + "1 " * 10_000 + "x",
+        "gate " * 4_000 + "dial " + "1 " * 10 + "x",
+        "code to open " + "the a " * 3_300,
+        "unlock the door with " * 950,
+        "admin / " * 2_500,
+        "a/" * 10_000,
+        "a" * 20_000 + " / b",
+        "log in as " + "x " * 10_000,
+        "ssh " + "-p 22 " * 3_300,
+        "ssh " + "a@" * 10_000,
+        "first car " * 2_000 + "answer to",
+        "a@b.com / " * 2_000,
     ],
 )
 def test_a_turn_of_long_hosts_logins_or_codes_is_read_quickly(text: str) -> None:

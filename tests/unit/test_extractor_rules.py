@@ -155,7 +155,6 @@ def test_credentials_and_access_links_are_never_proposed(message: str) -> None:
         "Remember that the family group is https://chat.whatsapp.com/Kx12abc.",
         # An answer to a security question.
         "My first pet's name was Rex.",
-        "Remember that my first pet was a dog called Rex.",
         "My father's middle name is James.",
         "Remember that the street I grew up on is Elm Street.",
         "My memorable word is giraffe.",
@@ -168,6 +167,80 @@ def test_logins_opening_codes_meeting_links_and_security_answers_are_never_propo
     """Seed 002: never keep passwords, keys or links that give access; a login given with
     its secret, a code that opens a door, a meeting's link and a security answer all do."""
     assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # An openable thing "is" a code.
+        "Remember that the gate is 4815.",
+        "Remember that the padlock is 3-3-7.",
+        "Remember that my bike lock is 4471.",
+        "Remember that our apartment buzzer is 4815.",
+        "Remember that the safe combo is 12 34 56.",
+        "Remember that the code to get in is 4815.",
+        "Remember: disarm the alarm: 5566",
+        "Remember: at the gate, dial 4815.",
+        # A login given with its secret.
+        "Remember: log in as admin with sunshine.",
+        "Remember that the account ana@example.com uses sunshine99.",
+        "Remember: admin / sunshine",
+        "Remember that the NAS login is admin / sunshine.",
+        "Remember: ssh admin@nas hunter",
+    ],
+)
+def test_codes_and_logins_said_another_way_are_never_proposed(message: str) -> None:
+    """QA: each was proposed. A rule finds a candidate in each; the filter drops it."""
+    assert rule_candidates(message)
+    assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "Remember to write to ana@example.com with Q3 results.",
+            [("procedure", "Write to ana@example.com with Q3 results.")],
+        ),
+        (
+            "Remember to contact ana@example.com with your account questions.",
+            [("procedure", "Contact ana@example.com with your account questions.")],
+        ),
+        (
+            "Remember to send invoices to billing@acme.com / finance@acme.com.",
+            [("procedure", "Send invoices to billing@acme.com / finance@acme.com.")],
+        ),
+        ("Remember that my first car was a Volvo.", [("fact", "My first car was a Volvo.")]),
+        (
+            "Remember that Ana's first boss was very kind.",
+            [("fact", "Ana's first boss was very kind.")],
+        ),
+        (
+            "Remember that my first teacher taught me to read.",
+            [("fact", "My first teacher taught me to read.")],
+        ),
+        (
+            "Remember that my first school was in Lisbon.",
+            [("fact", "My first school was in Lisbon.")],
+        ),
+        # This test once said it was dropped: a first pet is a fact unless the text frames
+        # it as a security answer or asks the question's "first pet's name".
+        (
+            "Remember that my first pet was a dog called Rex.",
+            [("fact", "My first pet was a dog called Rex.")],
+        ),
+        (
+            "Remember that the museum opens with 300 visitors a day.",
+            [("fact", "The museum opens with 300 visitors a day.")],
+        ),
+    ],
+)
+def test_addresses_first_things_and_counts_that_open_nothing_are_kept(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    """QA: each was dropped as a secret. An address with a word after it, a "/" between two
+    addresses, a first car or a number that counts visitors gives no one access."""
+    assert extract(message) == expected
 
 
 @pytest.mark.parametrize(
