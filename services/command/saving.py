@@ -17,7 +17,7 @@ from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.auth import ScopeError
 from engram.http import ProblemError, principal_from
-from services.command.adapters.ingests import first_request
+from services.command.adapters.ingests import first_request, release
 from services.command.answers import json_errors
 from services.command.submit import idempotency_key, read_json, send, submit
 
@@ -144,8 +144,9 @@ async def _ingest_once(
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
     master = app.keystore.master
     digest = master.digest(json.dumps(payloads, sort_keys=True).encode()).hex()
-    key_hash = master.digest(key.encode()).hex()
-    if await first_request(app.pool, stream, key_hash, digest) != digest:
+    key_hash = master.digest(key.encode()).hex()  # as submit.send looks it up
+    first_digest, kept = await first_request(app.pool, stream, key_hash, digest)
+    if first_digest != digest:
         raise _key_reused(key)
     ids = [
         key,
@@ -154,7 +155,9 @@ async def _ingest_once(
     first = await send(request, "RememberMemory", payloads[0], command_id=key, ingest_digest=digest)
     rejection = first[0].rejection
     if rejection is not None and rejection.code == "idempotency_key_reused":
-        raise _key_reused(key)  # a save used the key
+        if kept:  # a save used the key: it stays the save's
+            await release(app.pool, stream, key_hash)
+        raise _key_reused(key)
     rest = await asyncio.gather(
         *(
             send(request, "RememberMemory", p, command_id=i, ingest_digest=digest)

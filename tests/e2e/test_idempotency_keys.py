@@ -139,6 +139,17 @@ async def test_an_ingest_whose_first_message_was_refused_keeps_its_key(
         again = await api.keyed(ana, key, "/v1/memories/ingest", messages=first)
         results = again.json()["results"]
         assert (results[0]["ok"], results[1]["duplicate"]) == (False, True), again.text
+        # QA: a save took the key, the ingest's first message having been refused.
+        save = await api.keyed(ana, key, "/v1/memories", content="Totally different save.")
+        assert (save.status_code, save.json()["code"]) == (422, "idempotency_key_reused")
+        # An ingest refused for a save's key leaves the key the save's: its retry answers.
+        saved_key = f"save-{uuid.uuid4().hex[:8]}"
+        plain = await api.keyed(ana, saved_key, "/v1/memories", content="A plain fact.")
+        refused = await api.keyed(ana, saved_key, "/v1/memories/ingest",
+                                  messages=[{"content": "Another fact."}])
+        assert refused.status_code == 422, refused.text
+        retry = await api.keyed(ana, saved_key, "/v1/memories", content="A plain fact.")
+        assert (retry.status_code, retry.json()["item_id"]) == (200, plain.json()["item_id"])
 
 
 @pytest.mark.parametrize(("body", "key", "field"), [
