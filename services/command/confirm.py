@@ -25,7 +25,13 @@ APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`
 # Seed 000's words for everyone: "all", "every", "teammates", "profile" (and "everyone",
 # "everybody"; not "everything" or "everywhere", which name no people: a seed coverage
 # audit).
-EVERYONE = re.compile(r"\b(all|every(one|body)?|teammates?|profile)\b", re.IGNORECASE)
+# Said as a phrase of its own, not denied just before it: not "That's all.", "all nuts",
+# "not for everyone" or "don't tell all teammates" (QA).
+EVERYONE = re.compile(
+    r"\b(for\s+(all|every(one|body)|every\s+\w+|the\s+(whole\s+)?team)|every(one|body)|"
+    r"all\s+(of\s+us|teammates)|teammates?|profile)\b",
+    re.IGNORECASE,
+)
 WORD = re.compile(r"[\w']+")
 # Words between the content's in the message that change what they say: a negation, or a
 # number (another fact's, or the content's own cut short).
@@ -49,20 +55,46 @@ KEPT = frozenset("is are was were be been".split())
 # Not "hardly", "rarely", "sometimes": they weaken it.
 SOFT = frozenset(
     "really truly definitely absolutely strictly usually generally also still very totally "
-    "just typically normally always".split()
+    "just typically normally always now".split()
 )
-# Just before the content, in its sentence: words that deny it, except someone from it or
-# make it a question ("Bob, not Ana, approved the budget"; "everyone except Ana is vegan";
-# "ask whether Ana is vegan"; "it is false that Ana is vegan") (QA).
+# Just before the content, in its sentence: words that deny it, except someone from it,
+# make it a question, someone else's claim, a hedge, a plan or a condition, or say how
+# seldom ("Bob, not Ana, approved the budget"; "everyone except Ana is vegan"; "ask
+# whether Ana is vegan"; "it is false that Ana is vegan"; "Bob said Ana likes coffee"; "I
+# guess Ana is vegan"; "we plan to deploy on Mondays"; "unless Ana wants dark mode"; "we
+# seldom deploy"; "used to deploy") (QA). Any word that negates counts too ("I don't eat
+# meat" holds no "I eat meat").
 DOUBTED_BEFORE = frozenset(
     "not no never nobody none nor except unlike false untrue whether if doubt doubts "
-    "maybe perhaps without".split()
+    "maybe perhaps probably possibly without said says say claims claimed claim denies "
+    "denied deny thinks think thought believes believe believed guess guessed suppose "
+    "supposedly allegedly apparently heard rumored rumoured plan plans planned want wants "
+    "wanted refuse refuses refused fail fails failed hope hopes hoped try tries tried "
+    "should could would might may sometimes seldom rarely occasionally once used unless "
+    "when whenever until check verify ask asked confirm find wonder".split()
 )
 BEFORE = 3  # words looked at before it
-# Just after it, in its clause: words that undo or turn it ("wants dark mode off", "likes
-# Python less than Go") (QA). A contrast after a comma ("tea, not coffee") is another clause.
-DOUBTED_AFTER = frozenset("not no never off less anymore except unless nor".split())
-AFTER = 2
+# Just after it: words that undo, turn or attribute it ("wants dark mode off", "likes
+# Python less than Go", "Ana is vegan, according to Bob", "…, I mean light mode", "… is
+# false", "Ana is vegan or vegetarian") (QA): the next AFTER words of its clause, and the
+# first AFTER_MARK after an aside mark. A contrast after a mark ("tea, not coffee") says
+# nothing against it; "…, not sure" or a "not" standing alone ("(NOT)") does.
+DOUBTED_AFTER = frozenset(
+    "not no never off less anymore except unless nor or false untrue wrong kidding joking "
+    "though according said says claims maybe perhaps probably mean rather actually sorry "
+    "instead".split()
+)
+AFTER, AFTER_MARK = 3, 2
+CONTRASTED = frozenset("not no never".split())
+NO_CONTRAST = frozenset("true right sure really correct so quite exactly at".split())
+# A later sentence that takes the request back: "Just kidding.", "Actually, she's not.",
+# "Save nothing about it.", "Save? No." (QA).
+TAKEN_BACK = re.compile(
+    r"\b(?:just kidding|kidding|joking|scratch that|never ?mind|ignore (?:that|this|it)|"
+    r"forget (?:that|it|this)|save nothing|not true|isn't true|isnt true|is false|"
+    r"actually\b.*\b(?:not|no|\w+n't)\b)|^\W*(?:no|nope)\W*$",
+    re.IGNORECASE,
+)
 # In an aside, words that take back what came before ("Ana likes, I mean hates, coffee").
 CORRECTING = frozenset("mean rather actually sorry instead correction scratch oops".split())
 # Where a sentence ends (a clause's colon or semicolon too), not after a common abbreviation
@@ -107,9 +139,17 @@ class Said:
     part: int  # which stretch between aside marks it stands in
 
 
-def _sentences(message: str) -> list[tuple[list[Said], bool]]:
-    """The message's words, sentence by sentence, each marked whether it stands in an
-    aside, with whether the sentence asks."""
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    words: list[Said]
+    # Whether it asks (ends in "?") and does not ask to save ("Can you remember that Ana
+    # likes coffee?" asks to save; "Remember: the user likes Python?" asks whether).
+    asks: bool
+
+
+def _sentences(message: str) -> list[Sentence]:
+    """The message's sentences, each word marked whether it stands in an aside."""
     found = []
     for sentence, asks in _split_sentences(message):
         parts = ASIDE_MARKS.split(sentence)
@@ -119,7 +159,7 @@ def _sentences(message: str) -> list[tuple[list[Said], bool]]:
             for w in _words(part)
         ]
         if words:
-            found.append((words, asks))
+            found.append(Sentence(sentence, words, asks and not INTENT.search(sentence)))
     return found
 
 
@@ -143,25 +183,33 @@ def content_in_message(content: str, message: str) -> bool:
     if not sentences:
         return False
     said = _sentences(message)
-    return all(_in_one(wanted, said) for wanted in sentences)
+    last = -1
+    for wanted in sentences:
+        found = _in_one(wanted, said)
+        if found is None:
+            return False
+        last = max(last, found)
+    return not any(TAKEN_BACK.search(later.text) for later in said[last + 1 :])
 
 
-def _in_one(wanted: list[str], sentences: list[tuple[list[Said], bool]]) -> bool:
-    """Whether one sentence of the message (that does not ask) holds these words."""
+def _in_one(wanted: list[str], sentences: list[Sentence]) -> int | None:
+    """The first sentence of the message (one that does not merely ask) that holds these
+    words so, by its place; None if none does."""
     tries = 0
-    for said, asks in sentences:
-        if asks:
+    for place, sentence in enumerate(sentences):
+        if sentence.asks:
             continue
+        said = sentence.words
         for start, first in enumerate(said):
             if first.word != wanted[0]:
                 continue
             tries += 1
             if tries > MAX_STARTS:
-                return False
+                return None
             end = _follows(wanted, said, start)
             if end is not None and not _doubted(said, start, end):
-                return True
-    return False
+                return place
+    return None
 
 
 def _follows(wanted: list[str], said: list[Said], start: int) -> int | None:
@@ -174,7 +222,7 @@ def _follows(wanted: list[str], said: list[Said], start: int) -> int | None:
             other = said[at]
             if other.word in STOPWORDS or other.word in SOFT:
                 small += 1
-            elif other.aside and other.word not in CORRECTING:
+            elif other.aside and not _doubts(other.word) and other.word not in DOUBTED_AFTER:
                 skipped += 1
             else:
                 return None
@@ -188,11 +236,33 @@ def _follows(wanted: list[str], said: list[Said], start: int) -> int | None:
 
 
 def _doubted(said: list[Said], start: int, end: int) -> bool:
-    """Whether a word just before the content denies it, or one just after it, in its
-    clause (up to the next aside mark), undoes it."""
-    before = {s.word for s in said[max(0, start - BEFORE) : start]}
-    clause = [s for s in said[end : end + AFTER] if s.part == said[end - 1].part]
-    return bool(before & DOUBTED_BEFORE) or any(s.word in DOUBTED_AFTER for s in clause)
+    """Whether a word just before the content denies, attributes or hedges it, or one
+    just after it undoes, turns or attributes it (see DOUBTED_BEFORE, DOUBTED_AFTER)."""
+    if any(_doubts(s.word) for s in said[max(0, start - BEFORE) : start]):
+        return True
+    part = said[end - 1].part
+    for at, s in enumerate(said[end : end + AFTER], start=end):
+        if s.part != part:  # past an aside mark: its first words only
+            if at - end >= AFTER_MARK:
+                break
+            if s.word in CONTRASTED and at == _part_start(said, at):
+                follower = said[at + 1].word if at + 1 < len(said) else None
+                if follower is not None and follower not in NO_CONTRAST:
+                    return False  # "tea, not coffee": a contrast; the rest is its
+        if s.word in DOUBTED_AFTER or CHANGES_MEANING.match(s.word):
+            return True
+    return False
+
+
+def _doubts(word: str) -> bool:
+    return word in DOUBTED_BEFORE or word in CORRECTING or bool(CHANGES_MEANING.match(word))
+
+
+def _part_start(said: list[Said], at: int) -> int:
+    """Where the stretch between aside marks that holds ``said[at]`` begins."""
+    while at > 0 and said[at - 1].part == said[at].part:
+        at -= 1
+    return at
 
 
 def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bool:
@@ -208,4 +278,14 @@ def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bo
         return False
     if not content_in_message(content, message):
         return False
-    return not shared or bool(EVERYONE.search(message))
+    return not shared or _for_everyone(message)
+
+
+def _for_everyone(message: str) -> bool:
+    """Whether the message says, in a phrase no word just before denies, that it is for
+    everyone (seed 000: "all", "every", "teammates", "profile")."""
+    for found in EVERYONE.finditer(message):
+        before = _words(message[max(0, found.start() - 60) : found.start()])[-BEFORE:]
+        if not any(CHANGES_MEANING.match(w) or w in ("just", "only") for w in before):
+            return True
+    return False

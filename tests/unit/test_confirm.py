@@ -141,3 +141,75 @@ def test_a_denied_asked_or_turned_content_is_not_confirmed(message: str, content
 )
 def test_ordinary_phrasings_of_the_content_are_confirmed(message: str, content: str) -> None:
     assert user_asked_to_save(message, content, shared=False) is True
+
+
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [  # QA, a third pass: each confirmed what the message did not say.
+        ("Remember I don't eat meat", "I eat meat"),
+        ("Remember: don't reply in Spanish", "reply in Spanish"),
+        ("Remember we won't deploy on Fridays", "we deploy on Fridays"),
+        ("Remember I didn't approve the budget", "I approve the budget"),
+        ("Remember I can't have gluten", "I have gluten"),
+        ("Remember I dont want dark mode", "I want dark mode"),
+        ("Remember that Ana approved the budget is false", "Ana approved the budget"),
+        ("Remember Ana is vegan isn't true", "Ana is vegan"),
+        ("Remember Ana is vegan (NOT)", "Ana is vegan"),
+        ("Remember Ana is vegan - NOT", "Ana is vegan"),
+        ("Remember Ana is vegan, or not", "Ana is vegan"),
+        ("Remember the user wants dark mode, I mean light mode", "the user wants dark mode"),
+        ("Remember the user wants dark mode - sorry, light mode", "the user wants dark mode"),
+        ("Remember Ana is vegan. Just kidding.", "Ana is vegan"),
+        ("Remember that Ana is vegan. Actually, she's not.", "Ana is vegan"),
+        ("Ana is vegan. Save nothing about it", "Ana is vegan"),
+        ("Ana is vegan. Save? No.", "Ana is vegan"),
+        ("Remember Ana is vegan, according to Bob", "Ana is vegan"),
+        ("Remember that Bob said Ana likes coffee", "Ana likes coffee"),
+        ("Remember Bob denies Ana is vegan", "Ana is vegan"),
+        ("Keep in mind Ana (says Bob) approved the budget", "Ana approved the budget"),
+        ("Remember I don't think Ana is vegan", "Ana is vegan"),
+        ("Remember I guess Ana is vegan", "Ana is vegan"),
+        ("Remember Ana is vegan, not sure though", "Ana is vegan"),
+        ("Remember we plan to deploy on Mondays", "we deploy on Mondays"),
+        ("Remember we want to deploy on Mondays", "we deploy on Mondays"),
+        ("Remember we failed to deploy on Mondays", "we deploy on Mondays"),
+        ("Save that we sometimes deploy on Mondays", "we deploy on Mondays"),
+        ("Save that we seldom deploy on Mondays", "we deploy on Mondays"),
+        ("Remember: unless Ana wants dark mode, use light", "Ana wants dark mode"),
+        ("Remember when Ana wants dark mode, enable it", "Ana wants dark mode"),
+        ("Keep in mind we deploy, or rather used to deploy, on Mondays", "we deploy on Mondays"),
+        ("Remember to check that Ana is vegan", "Ana is vegan"),
+        ("Remember Ana is vegan or vegetarian", "Ana is vegan"),
+    ],
+)
+def test_a_content_the_message_denies_hedges_or_takes_back_is_not_confirmed(
+        message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=False) is False
+
+
+@pytest.mark.parametrize(
+    "message",
+    [  # QA: "for everyone" anywhere, even denied, made a shared save a fact.
+        "Remember Ana is vegan, but not for everyone, just me",
+        "Remember Ana is vegan - keep it private, don't tell all teammates",
+        "Remember that Ana is vegan and allergic to all nuts",
+        "That's all. Remember Ana is vegan",
+    ],
+)
+def test_for_everyone_is_a_phrase_no_word_denies(message: str) -> None:
+    assert user_asked_to_save(message, "Ana is vegan", shared=True) is False
+
+
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [  # QA: polite questions that ask to save, refused by the rule for questions.
+        ("Can you remember that Ana likes coffee?", "Ana likes coffee"),
+        ("Could you please save that Ana likes coffee?", "Ana likes coffee"),
+        ("Will you remember Ana likes coffee?", "Ana likes coffee"),
+        ("Hey, remember that Ana is vegan, ok?", "Ana is vegan"),
+        ("Remember that Ana now approves budgets", "Ana approves budgets"),
+        ("Remember that I like tea, but Bob likes coffee", "I like tea"),
+    ],
+)
+def test_a_request_put_as_a_question_is_confirmed(message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=False) is True
