@@ -173,10 +173,17 @@ def _agent_confirms(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> 
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
+    if ctx.is_agent and item.retracted:  # QA: it rewrote the text a person had retracted
+        raise Forbidden(
+            f"memory {item.item_id} is retracted: a person changes it or brings it back",
+            item_id=item.item_id,
+        )
     digest = ctx.content_hash(cmd.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
-    confirmed = not ctx.is_agent or user_asked_to_save(
-        cmd.user_message, cmd.content, shared=ctx.scope == "shared"
+    confirmed = not ctx.is_agent or (
+        user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
+        # Nor another memory corrected to a retracted text (QA).
+        and not state.retracted_text(digest)
     )
     if item.confirmed and not confirmed:
         # An inference never replaces a confirmed fact: it waits as a candidate, unless the

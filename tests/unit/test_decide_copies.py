@@ -171,3 +171,16 @@ def test_an_expired_memory_holds_its_text_no_longer() -> None:
         copy("s1", "Tabs are 4 spaces.", key="tabs")))
     assert isinstance(archived, MemoryStatusChanged) and isinstance(copied, MemoryRemembered)
     assert copied.expires_at is None and archived.superseded_by == copied.item_id
+
+
+def test_an_agents_promotion_brings_no_retracted_fact_back() -> None:
+    """QA: an agent saved the retracted text, or its key, in its session and promoted it:
+    the copies were active in the agent's memory again. A person's promotion copies them."""
+    state = StreamState("acme/agent:helper")
+    person = make_context(scope="agent:helper")
+    [saved] = run(state, c.RememberMemory(content="Run the tests first.", kind="procedure",
+                                          key="tests"), person)
+    run(state, c.DisableMemory(item_id=saved.item_id, scope="agent"), person)
+    copies = (copy("s1", "Run the tests first."), copy("s2", "Run them twice.", key="tests"))
+    assert run(state, c.PromoteSession(), with_copies(*copies, is_agent=True)) == []
+    assert len(run(state, c.PromoteSession(), with_copies(*copies))) == 2

@@ -193,3 +193,22 @@ def test_a_retracted_fact_stays_so_without_its_key_and_once_archived() -> None:
                                          user_message="Remember: answer in English, always."),
                  agent)
     assert state.items[back.item_id].status == "candidate"
+
+
+def test_an_agent_brings_a_retracted_fact_back_by_no_other_road() -> None:
+    """QA: an agent corrected another memory to the retracted text, or the retracted memory
+    itself (then saved the old text anew); each left the fact active again."""
+    state = StreamState("acme/agent:helper")
+    agent = make_context(is_agent=True)
+    ship = save(state, "Ship on Thursdays.", key="ship")
+    run(state, c.DisableMemory(item_id=ship))
+    other = save(state, "Ship on Fridays.")
+    [corrected] = run(state, c.CorrectMemory(item_id=other, base_revision=1,
+                                             content="Ship on Thursdays.",
+                                             user_message="Correct it: ship on Thursdays."),
+                      agent)
+    assert state.items[corrected.item_id].status == "candidate"
+    with pytest.raises(DomainError, match="retracted"):
+        run(state, c.CorrectMemory(item_id=ship, base_revision=state.items[ship].revision,
+                                   content="Ship on Tuesdays.",
+                                   user_message="Correct it: ship on Tuesdays."), agent)
