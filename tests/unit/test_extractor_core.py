@@ -239,6 +239,129 @@ def test_text_that_gives_access(text: str, expected: bool) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        # QA: each of these was kept. A pin in lowercase, given a number.
+        "my pin is 1234",
+        "pin: 1234",
+        "PIN 1234",
+        "the pin for my card is 1234",
+        # Credentials in a connection string of any scheme, or of none.
+        "postgres://admin:hunter2@db:5432/app",
+        "psql postgresql://admin:hunter2@db.example.com/prod",
+        "mysql://root:hunter2@localhost/app",
+        "redis://:hunter2@cache:6379",
+        "mongodb+srv://ana:hunter2@cluster0.example.net",
+        "amqp://guest:hunter2@rabbit:5672/",
+        "The NAS is admin:hunter2@192.168.1.10",
+        # A command line that passes a secret.
+        "curl -u admin:hunter2 https://api.example.com",
+        "mysql -u root -phunter2",
+        "mysqldump --password=hunter2 app",
+        "psql -h db -U admin -p hunter2",
+        "sshpass -p hunter2 ssh root@nas",
+        "redis-cli -h cache -a hunter2",
+        # A header's credential.
+        "Authorization: Bearer abc.def.ghi",
+        "Send Bearer <token> with each call",
+        "Basic dXNlcjpodW50ZXIy",
+        # The word misspelt or disguised.
+        "My passwd is hunter2",
+        "my pswd is hunter2",
+        "my pword is hunter2",
+        "My p@ssword is hunter2",
+        "My pa55word is hunter2",
+        "my passw0rd is hunter2",
+        # A wifi given without the word "password".
+        "The wifi is Sunshine2024!",
+        "Our wifi network HomeNet uses sunshine99",
+        "HomeNet uses sunshine99 on the office network",
+        "Guest network: CafeGuest, sunshine99",
+        # What a lock takes, said another way.
+        "the laptop unlocks with hunter2",
+        "The garage opener is 7788",
+        "Door 4815",
+        "Alarm 5566",
+        "The code: 4815 opens the shed",
+        "code : 4815",
+        "the keypad takes 4815",
+        # A key to something, a pre-shared key.
+        "the key to the server is hunter2",
+        "The VPN PSK is abc123",
+        "the pre-shared key is abc123",
+        # One-time, backup, recovery, confirmation and verification codes.
+        "backup codes: 1234-5678, 2345-6789",
+        "Confirmation code 482913",
+        "the OTP is 123456",
+        "the verification code was 482913",
+        # Bank details.
+        "Account number 12345678, sort code 12-34-56",
+        "My IBAN is DE89 3704 0044 0532 0130 00",
+        "DE89370400440532013000",
+        "The routing number is 021000021",
+        # A wallet's seed words, an invitation's link, a spaced SSN.
+        "my seed words are apple banana cherry",
+        "https://app.example.com/invitations/abc",
+        "https://github.com/acme/app/invitations",
+        "My social security number is 123 45 6789",
+        # The password in other languages.
+        "Mein Kennwort ist sonne123",
+        "La clave es sol123",
+        "Parol: qwerty",
+        "Le mot de passe est soleil",
+        "Mi contrase\u00f1a es sol",
+        "A senha \u00e9 sol",
+        "Het wachtwoord is zon",
+        "Has\u0142o: s\u0142o\u0144ce",
+        # A plural given a value is no talk of them in general.
+        "Passwords are hunter2 and moonlight",
+        "The API keys are in the vault",
+    ],
+)
+def test_secrets_said_in_other_shapes_give_access(text: str) -> None:
+    """Seed 002: never keep passwords, keys or links that give access (QA: each was kept)."""
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # QA: these were dropped, and give no one access.
+        "My childhood home was in Porto.",
+        "My locker combination changed last week.",
+        "I use a password manager.",
+        "We rotate API keys every 90 days.",
+        "Session tokens expire after 1 hour.",
+        "The access code policy requires 6 digits.",
+        "The promo code: SPRING",
+        # Near misses of this round's shapes.
+        "The pin on the map is Lisbon",
+        "Our sort order is by date",
+        "The wifi is fast",
+        "The wifi network uses WPA2-Personal at 5GHz.",
+        "Email ops1@acme.com about the network.",
+        "The office door is blue",
+        "Bearer bonds are old",
+        "Basic English is required.",
+        "We board at gate 104.",
+        "Go to door 12.",
+        "My phone unlocks with Face ID.",
+        "The laptop unlocks with a fingerprint.",
+        "docker run -u 1000:1000 app",
+        "psql -h db -p 5432 app",
+        "Run mysql -u root -p to connect.",
+        "Connect to postgres://db:5432/app for reads.",
+        "Redis runs at redis://cache:6379.",
+        "The meeting is at 10:30@office",
+        "The key to success is patience.",
+        "My childhood best bakery was in Porto.",
+    ],
+)
+def test_facts_that_only_sound_like_secrets_give_no_access(text: str) -> None:
+    assert not gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "The server is reachable as root@10.0.0.5 using hunter2.",
         "The Netflix account is ana@example.com with sunshine99.",
         "The safe combination is 12-34-56.",
@@ -318,6 +441,29 @@ def test_a_long_run_of_letters_is_read_in_linear_time() -> None:
         "ssh " + "a@" * 10_000,
         "first car " * 2_000 + "answer to",
         "a@b.com / " * 2_000,
+        # This round's shapes: connection strings, command lines, headers, networks, plurals.
+        "a:" * 10_000,
+        "postgres://" + "a:" * 5_000,
+        "a://" * 5_000,
+        "a:b" + "c" * 20_000,
+        "mysql " * 4_000,
+        "mysql " + "-p " * 6_000,
+        "-u a:" * 4_000,
+        "redis-cli " * 2_000,
+        "bearer " * 3_000,
+        "wifi " + "a1b2c3 " * 3_000,
+        "The wifi is. " * 1_500,
+        "unlock with " * 1_700,
+        "API keys every " * 1_400,
+        " tokens" * 3_000,
+        "pin 1 " * 3_000,
+        "pin for the " * 2_000 + "1 " * 5_000,
+        "door " + "1 " * 10_000 + "x",
+        "Alarm 1 2 " * 2_000,
+        "key to the " * 1_800,
+        "AB12 " + "ABCD " * 4_000,
+        "locker combination " * 1_000 + "1 " * 5_000,
+        "p@" * 10_000,
     ],
 )
 def test_a_turn_of_long_hosts_logins_or_codes_is_read_quickly(text: str) -> None:

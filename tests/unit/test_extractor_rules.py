@@ -196,6 +196,86 @@ def test_codes_and_logins_said_another_way_are_never_proposed(message: str) -> N
 
 
 @pytest.mark.parametrize(
+    "message",
+    [
+        "My pin is 1234.",
+        "Remember that the pin: 1234",
+        "Remember that the DB URL is postgres://admin:hunter2@db:5432/app",
+        "Remember that the cache is redis://:hunter2@cache:6379",
+        "Remember that the NAS is admin:hunter2@192.168.1.10",
+        "Remember that curl -u admin:hunter2 works for the API",
+        "Remember that mysql -u root -phunter2 connects",
+        "Remember that the header is Authorization: Bearer abc.def.ghi",
+        "My passwd is hunter2.",
+        "Remember that my p@ssword is hunter2.",
+        "Remember that the wifi is Sunshine2024!",
+        "Remember that the guest network: CafeGuest, sunshine99",
+        "Remember that the laptop unlocks with hunter2",
+        "Remember that the garage opener is 7788",
+        "Remember: door 4815",
+        "Remember that the code: 4815 opens the shed",
+        "Remember that the key to the server is hunter2",
+        "Remember that the VPN PSK is abc123",
+        "Remember that the backup codes: 1234-5678",
+        "Remember that the confirmation code is 482913",
+        "Remember that the account number is 12345678, sort code 12-34-56",
+        "My seed words are apple banana cherry.",
+        "Remember that the invite is https://app.example.com/invitations/abc",
+        "My social security number is 123 45 6789.",
+        "Remember that my Kennwort ist sonne123",
+    ],
+)
+def test_secrets_said_in_other_shapes_are_never_proposed(message: str) -> None:
+    """QA: each was proposed. A rule finds a candidate in each; the filter drops it."""
+    assert rule_candidates(message)
+    assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # QA: the first two were dropped as secrets; neither gives a code or an answer.
+        (
+            "Remember that my childhood home was in Porto.",
+            [("fact", "My childhood home was in Porto.")],
+        ),
+        (
+            "Remember that my locker combination changed last week.",
+            [("fact", "My locker combination changed last week.")],
+        ),
+        ("Remember that I use a password manager.", [("fact", "I use a password manager.")]),
+        (
+            "Remember that we rotate API keys every 90 days.",
+            [("fact", "We rotate API keys every 90 days.")],
+        ),
+        (
+            "Remember that the pin on the map is Lisbon.",
+            [("fact", "The pin on the map is Lisbon.")],
+        ),
+        ("Remember that our sort order is by date.", [("fact", "Our sort order is by date.")]),
+        ("Remember that the wifi is fast.", [("fact", "The wifi is fast.")]),
+        ("Remember that the office door is blue.", [("fact", "The office door is blue.")]),
+        ("Remember that bearer bonds are old.", [("fact", "Bearer bonds are old.")]),
+        (
+            "Remember that my phone unlocks with Face ID.",
+            [("fact", "My phone unlocks with Face ID.")],
+        ),
+        ("Remember that we board at gate 104.", [("fact", "We board at gate 104.")]),
+        (
+            "Remember to run mysql -u root -p to connect.",
+            [("procedure", "Run mysql -u root -p to connect.")],
+        ),
+    ],
+)
+def test_facts_that_only_sound_like_secrets_are_kept(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    """A credential spoken of in general, a combination given no code, a childhood home, a
+    pin on a map or a wifi's speed gives no one access."""
+    assert extract(message) == expected
+
+
+@pytest.mark.parametrize(
     ("message", "expected"),
     [
         (
