@@ -25,16 +25,41 @@ APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`
 # Seed 000's words for everyone: "all", "every", "teammates", "profile" (and "everyone",
 # "everybody"; not "everything" or "everywhere", which name no people: a seed coverage
 # audit).
-# Said as a phrase of its own, not denied just before it: not "That's all.", "all nuts",
-# "not for everyone" or "don't tell all teammates" (QA).
-EVERYONE = re.compile(
-    r"\b(for\s+(all|every(one|body)|every\s+\w+|the\s+(whole\s+)?team)|every(one|body)|"
-    r"all\s+(of\s+us|teammates)|teammates?|profile)\b",
-    re.IGNORECASE,
+# Said as a phrase of its own, beside the request to save, and not denied just before it:
+# not "That's all.", "all nuts", "not for everyone", "don't tell all teammates" or "keep it
+# from my teammates" (QA).
+EVERYONE_PHRASES = tuple(
+    tuple(p.split())
+    for p in (
+        "for all",
+        "for everyone",
+        "for everybody",
+        "for the team",
+        "for the whole team",
+        "everyone",
+        "everybody",
+        "all teammates",
+        "all of us",
+        "all of you",
+        "all agents",
+        "all members",
+        "teammates",
+        "teammate",
+        "profile",
+        "team wide",
+        "whole team",
+        "for every one",
+        "for every teammate",
+        "for every member",
+        "for every agent",
+    )
 )
+NEAR = 5  # words from the request to save
+KEPT_FROM = frozenset("just only from private hide hidden except without but".split())
 WORD = re.compile(r"[\w']+")
 # Words between the content's in the message that change what they say: a negation, or a
 # number (another fact's, or the content's own cut short).
+NUMBER = re.compile(r"\d+")
 CHANGES_MEANING = re.compile(
     r"^(not|no|never|nothing|nobody|none|nor|cannot|\w+n't|\w*\d\w*|"
     r"(do|does|did|is|are|was|were|ca|can|could|should|would|wo|must|need|have|has|had|ai|"
@@ -49,7 +74,11 @@ STOPWORDS = frozenset(
 )
 # Small words a content keeps all the same: "the user is vegan" is not in "the user was
 # vegan" (QA: a tense changed the fact).
-KEPT = frozenset("is are was were be been".split())
+KEPT = frozenset(
+    "is are was were be been i my we our you your me us they their he she his her "
+    "and or for with by to in on at of".split()
+)  # and whose, and how things join (QA: "your cat" held "my cat", "tea or coffee" "tea
+# and coffee", "works for Bob" "works with Bob")
 # Words that only stress what they stand before, skipped like small ones ("Ana really
 # likes green tea" holds "Ana likes green tea"; QA: refused after the one-sentence rule).
 # Not "hardly", "rarely", "sometimes": they weaken it.
@@ -71,7 +100,11 @@ DOUBTED_BEFORE = frozenset(
     "supposedly allegedly apparently heard rumored rumoured plan plans planned want wants "
     "wanted refuse refuses refused fail fails failed hope hopes hoped try tries tried "
     "should could would might may sometimes seldom rarely occasionally once used unless "
-    "when whenever until check verify ask asked confirm find wonder".split()
+    "when whenever until check verify ask asked confirm find wonder told tells mentioned "
+    "reckons insists suspects assumes assume assuming joked wrote pretends pretend lied "
+    "read dreamt dreamed feel chance likely rumor rumour will shall intend intends need "
+    "needs must let going aim propose i'd we'd you'd they'd i'll we'll of but besides "
+    "apart than other seems seem sure according case".split()
 )
 BEFORE = 3  # words looked at before it
 # Just after it: words that undo, turn or attribute it ("wants dark mode off", "likes
@@ -82,17 +115,46 @@ BEFORE = 3  # words looked at before it
 DOUBTED_AFTER = frozenset(
     "not no never off less anymore except unless nor or false untrue wrong kidding joking "
     "though according said says claims maybe perhaps probably mean rather actually sorry "
-    "instead".split()
+    "instead think apparently iirc unconfirmed believe guess suppose supposedly allegedly "
+    "tbc kinda unsure recall lol jk told per mentioned if assuming formerly theory myth "
+    "right million thousand billion percent disabled removed gone".split()
 )
+# What may follow the content in its clause: small words and words of stress only, up to
+# the clause's end or a word that joins another clause ("Ana is vegan and Bob likes tea").
+# So no qualifier cut off it is confirmed (QA: "Ana is vegan on weekends", "the office is
+# closed on Mondays", "the budget is 1500 EUR per day").
+JOINING = frozenset("and but while whereas because so".split())
 AFTER, AFTER_MARK = 3, 2
 CONTRASTED = frozenset("not no never".split())
+EMPHASIS = frozenset("joking kidding lying".split())  # "not joking" stresses, QA
 NO_CONTRAST = frozenset("true right sure really correct so quite exactly at".split())
 # A later sentence that takes the request back: "Just kidding.", "Actually, she's not.",
 # "Save nothing about it.", "Save? No." (QA).
 TAKEN_BACK = re.compile(
-    r"\b(?:just kidding|kidding|joking|scratch that|never ?mind|ignore (?:that|this|it)|"
-    r"forget (?:that|it|this)|save nothing|not true|isn't true|isnt true|is false|"
-    r"actually\b.*\b(?:not|no|\w+n't)\b)|^\W*(?:no|nope)\W*$",
+    r"\b(?:just kidding|(?<!no )(?<!not )kidding|(?<!no )(?<!not )joking|scratch that|"
+    r"strike that|cancel that|delete that|disregard|never ?mind|ignore (?:that|this|it|the above)|"
+    r"(?<!never )(?<!don't )(?<!not )forget (?:that|it|this|about it|i said)|save nothing|"
+    r"remember nothing|not true|isn't true|isnt true|is false|that's wrong|thats wrong|"
+    r"a lie|false alarm|not really|on second thought|i meant|correction|oops|undo|"
+    r"lol|jk|nah|hmm,? no|wait,? no|update: .{0,40}\bnot\b|"
+    r"actually\b[^.!?\n]{0,80}?\b(?:not|no|\w+n't)\b)|^\W*(?:no|nope|not)\W*$",
+    re.IGNORECASE,
+)
+# Anywhere in the message: a request not to save, or play ("don't actually store this",
+# "do not, under any circumstances, save that", "pretend to remember") (QA).
+NOT_TO_SAVE = re.compile(
+    r"\b(?:don't|dont|do not|never)\b(?!\s+forget\b)[^.!?\n]{0,60}?"
+    r"\b(?:save|store|remember|keep|record)\b"
+    r"(?!\s+(?:repeating|asking|telling|forgetting))|"
+    r"\b(?:pretend|role-?play|hypothetical(?:ly)?|imagine|make believe|story where|"
+    r"remember nothing|save nothing|nothing to (?:save|remember))\b",
+    re.IGNORECASE,
+)
+# A question that asks to save, put politely: "Can you remember that …?", "…, ok?"; not
+# "Should I save that …?", "Did you save that …?" or "Remember that …?" (QA).
+REQUEST_QUESTION = re.compile(
+    r"^\W*(?:(?:hey|ok|okay|so|and)\W+)?(?:(?:can|could|will|would)\s+you\b|please\b)|"
+    r",\s*(?:ok|okay|please)\W*$",
     re.IGNORECASE,
 )
 # In an aside, words that take back what came before ("Ana likes, I mean hates, coffee").
@@ -101,7 +163,7 @@ CORRECTING = frozenset("mean rather actually sorry instead correction scratch oo
 # or an initial ("Dr. Smith", "e.g.", "J. Smith"): the content's words are looked for in
 # one sentence (QA: "the user wants light mode. Dark mode is bad" held "the user wants dark
 # mode"; "Dr. Smith is our dentist" was cut in two).
-SENTENCE_END = re.compile(r"([.!?;:\n]+)(?=\s|$)")
+SENTENCE_END = re.compile(r"([.!?;:]+(?=\s|$)|\n+)")  # a line's end too: "1. …\n2. …"
 ABBREVIATIONS = frozenset(
     "dr mr mrs ms prof st sr jr vs etc eg ie inc ltd co mt no approx dept".split()
 )
@@ -110,8 +172,12 @@ LAST_WORD = re.compile(r"[\w']+")
 ASIDE_MARKS = re.compile(r"\s[-\u2013\u2014]\s|[(),\[\]]")
 
 
+SAVE_WORDS = frozenset("remember save keep update correct store note".split())
+THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+
+
 def _words(text: str) -> list[str]:
-    return [w.lower() for w in WORD.findall(text)]
+    return [w.lower() for w in WORD.findall(THOUSANDS.sub("", text))]
 
 
 def _split_sentences(text: str) -> list[tuple[str, bool]]:
@@ -159,7 +225,8 @@ def _sentences(message: str) -> list[Sentence]:
             for w in _words(part)
         ]
         if words:
-            found.append(Sentence(sentence, words, asks and not INTENT.search(sentence)))
+            request = INTENT.search(sentence) and REQUEST_QUESTION.search(sentence.strip())
+            found.append(Sentence(sentence, words, asks and not request))
     return found
 
 
@@ -236,26 +303,51 @@ def _follows(wanted: list[str], said: list[Said], start: int) -> int | None:
 
 
 def _doubted(said: list[Said], start: int, end: int) -> bool:
-    """Whether a word just before the content denies, attributes or hedges it, or one
-    just after it undoes, turns or attributes it (see DOUBTED_BEFORE, DOUBTED_AFTER)."""
-    if any(_doubts(s.word) for s in said[max(0, start - BEFORE) : start]):
-        return True
+    """Whether a word just before the content denies, attributes or hedges it, or what
+    follows it in its clause is more than small words before the clause ends or joins
+    another, or the first words past an aside mark undo, turn or attribute it (see
+    DOUBTED_BEFORE, JOINING, DOUBTED_AFTER)."""
+    counted = 0  # BEFORE words back, small words not counted ("according to Bob, the user")
+    for s in reversed(said[max(0, start - 4 * BEFORE) : start]):
+        if s.word in SAVE_WORDS or counted >= BEFORE:  # "will you remember": no doubt
+            break
+        if _doubts(s.word):
+            return True
+        counted += s.word not in STOPWORDS
     part = said[end - 1].part
-    for at, s in enumerate(said[end : end + AFTER], start=end):
-        if s.part != part:  # past an aside mark: its first words only
-            if at - end >= AFTER_MARK:
-                break
-            if s.word in CONTRASTED and at == _part_start(said, at):
-                follower = said[at + 1].word if at + 1 < len(said) else None
-                if follower is not None and follower not in NO_CONTRAST:
-                    return False  # "tea, not coffee": a contrast; the rest is its
+    at = end
+    while at < len(said) and said[at].part == part:  # the rest of its clause
+        word = said[at].word
+        if word in JOINING:
+            return False
+        if word in DOUBTED_AFTER or CHANGES_MEANING.match(word):
+            return True
+        if word not in STOPWORDS and word not in SOFT:
+            return True  # a qualifier: "vegan on weekends", "closed on Mondays"
+        at += 1
+    for s in said[at : at + AFTER_MARK]:  # past an aside mark: its first words only
+        if s.word in CONTRASTED and _next(said, s) in EMPHASIS:
+            return False  # "…, I'm not joking": it stresses the content
+        if s.word in CONTRASTED and said.index(s) == _part_start(said, said.index(s)):
+            follower = said[said.index(s) + 1].word if said.index(s) + 1 < len(said) else None
+            if follower is not None and follower not in NO_CONTRAST:
+                return False  # "tea, not coffee": a contrast; the rest is its
         if s.word in DOUBTED_AFTER or CHANGES_MEANING.match(s.word):
             return True
     return False
 
 
 def _doubts(word: str) -> bool:
-    return word in DOUBTED_BEFORE or word in CORRECTING or bool(CHANGES_MEANING.match(word))
+    """A word before the content that negates or doubts it; a number there is a list's or
+    another fact's ("1. Ana is vegan", "the flight is at 10 and Ana is vegan")."""
+    if word in DOUBTED_BEFORE or word in CORRECTING:
+        return True
+    return bool(CHANGES_MEANING.match(word)) and not NUMBER.fullmatch(word)
+
+
+def _next(said: list[Said], word: Said) -> str | None:
+    at = said.index(word) + 1
+    return said[at].word if at < len(said) else None
 
 
 def _part_start(said: list[Said], at: int) -> int:
@@ -274,7 +366,7 @@ def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bo
     if not INTENT.search(message):
         return False
     # A negated intent anywhere ("don't remember") withdraws the request.
-    if NEGATION.search(message):
+    if NEGATION.search(message) or NOT_TO_SAVE.search(message):
         return False
     if not content_in_message(content, message):
         return False
@@ -282,10 +374,27 @@ def user_asked_to_save(message: str | None, content: str, *, shared: bool) -> bo
 
 
 def _for_everyone(message: str) -> bool:
-    """Whether the message says, in a phrase no word just before denies, that it is for
-    everyone (seed 000: "all", "every", "teammates", "profile")."""
-    for found in EVERYONE.finditer(message):
-        before = _words(message[max(0, found.start() - 60) : found.start()])[-BEFORE:]
-        if not any(CHANGES_MEANING.match(w) or w in ("just", "only") for w in before):
-            return True
+    """Whether the message says, beside its request to save and in the same sentence, in a
+    phrase no word just before denies, that it is for everyone (seed 000: "all", "every",
+    "teammates", "profile"). Not "hide it from everyone", "Is this for everyone?", "once
+    and for all" or "her LinkedIn profile" further on (QA)."""
+    for sentence, _ in _split_sentences(message):
+        words = _words(sentence)
+        asks = [at for at, w in enumerate(words) if w in SAVE_WORDS]
+        for at in range(len(words)):
+            if not _everyone_at(words, at) or not any(abs(at - i) <= NEAR for i in asks):
+                continue
+            around = words[max(0, at - BEFORE) : at] + words[at + 1 : at + 1 + BEFORE]
+            if not any(_denies(w) for w in around):  # "teammates shouldn't see it", QA
+                return True
     return False
+
+
+def _everyone_at(words: list[str], at: int) -> bool:
+    if words[at : at + 4] == ["for", "all", "i", "know"]:  # a hedge, QA
+        return False
+    return any(tuple(words[at : at + len(p)]) == p for p in EVERYONE_PHRASES)
+
+
+def _denies(word: str) -> bool:
+    return word in KEPT_FROM or bool(CHANGES_MEANING.match(word) and not NUMBER.fullmatch(word))

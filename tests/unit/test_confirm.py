@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from services.command.confirm import user_asked_to_save
@@ -213,3 +215,102 @@ def test_for_everyone_is_a_phrase_no_word_denies(message: str) -> None:
 )
 def test_a_request_put_as_a_question_is_confirmed(message: str, content: str) -> None:
     assert user_asked_to_save(message, content, shared=False) is True
+
+
+CONTENTS = ["Ana is vegan", "the user prefers dark mode", "we deploy on Fridays",
+            "the budget is 1500 EUR", "Bob leads the design team"]
+
+
+@pytest.mark.parametrize("template", [  # QA, a fourth pass: each confirmed every content.
+    "{c}. Do not, under any circumstances whatsoever, save that.",
+    "Remember: {c}. (Just testing, don't actually store this.)",
+    "Remember nothing about this: {c}",
+    "Remember {c}. On second thought, don't.",
+    "Remember {c}. That's wrong.",
+    "Remember {c}. Ignore the above.",
+    "Remember {c}. Disregard that.",
+    "Remember that {c} is a myth",
+    "Remember it's not the case that {c}",
+    "Remember {c}... NOT!",
+    "Remember {c} lol jk",
+    "Remember Bob told me {c}",
+    "Remember that according to Bob, {c}",
+    "Remember {c}, per Bob",
+    "Remember {c}, I think",
+    "Remember {c}, apparently",
+    "Remember I'm fairly sure {c}",
+    "Remember it seems {c}",
+    "Remember {c} (unconfirmed)",
+    "Remember {c} if Bob confirms",
+    "Remember: assuming {c}, book the venue",
+    "Should I save that {c}?",
+    "Do you remember that {c}?",
+    "Remember that {c}?",
+    "Remember, {c}, right?",
+    "Pretend to remember that {c}",
+    "Remember {c} on weekends",
+    "Remember {c} per day",
+    "Remember we will {c}",
+])
+def test_a_content_the_message_does_not_give_as_a_fact_waits(template: str) -> None:
+    for content in CONTENTS:
+        assert user_asked_to_save(template.format(c=content), content, shared=False) is False
+
+
+@pytest.mark.parametrize(("message", "content"), [  # QA, a fourth pass
+    ("Remember that your cat is called Miso", "My cat is called Miso"),
+    ("Remember that Bob's cat is called Miso", "My cat is called Miso"),
+    ("Remember everyone but Ana is vegan", "Ana is vegan"),
+    ("Remember that the sister of Ana is vegan", "Ana is vegan"),
+    ("Remember Ana likes tea or coffee", "Ana likes tea and coffee"),
+    ("Remember Ana works for Bob", "Ana works with Bob"),
+    ("Remember the budget is 1500 million", "the budget is 1500"),
+    ("Remember the user wants dark mode disabled", "the user wants dark mode"),
+    ("Remember the office is closed on Mondays", "the office is closed"),
+])
+def test_another_subject_object_or_quantity_waits(message: str, content: str) -> None:
+    assert user_asked_to_save(message, content, shared=False) is False
+
+
+@pytest.mark.parametrize("template", [  # QA: shared with no real "for everyone"
+    "Keep this private from my teammates: {c}",
+    "Remember this for me (teammates shouldn't see it): {c}",
+    "Remember {c}, but hide it from everyone",
+    "Remember {c}. Don't share it with everyone.",
+    "Remember {c}. Keep it from all teammates.",
+    "Remember {c}. Is this for everyone?",
+    "Remember {c}. I'll tell everyone myself.",
+    "Remember {c}; Ana cooks for everyone on Fridays",
+    "Remember {c}, once and for all",
+    "Remember {c}, it's on her LinkedIn profile",
+    "Remember {c}, for all I know",
+])
+def test_shared_needs_a_for_everyone_beside_the_request(template: str) -> None:
+    for content in CONTENTS:
+        assert user_asked_to_save(template.format(c=content), content, shared=True) is False
+
+
+@pytest.mark.parametrize(("template", "shared"), [  # QA: ordinary requests that waited
+    ("Remember:\n1. {c}\n2. Bob likes tea", False),
+    ("Remember the flight is at 10 and {c}", False),
+    ("Remember: {c}. Never forget it.", False),
+    ("Remember {c}. No kidding.", False),
+    ("Remember {c}, I'm not joking", False),
+    ("Remember {c} and never forget it", False),
+    ("All of you, remember that {c}", True),
+    ("Remember, all agents: {c}", True),
+    ("Remember this team-wide: {c}", True),
+    ("Everyone should remember that {c}", True),
+])
+def test_ordinary_requests_confirm(template: str, shared: bool) -> None:
+    for content in CONTENTS:
+        assert user_asked_to_save(template.format(c=content), content, shared=shared) is True
+
+
+def test_a_long_message_is_read_in_bounded_time() -> None:
+    """QA: "actually … not" across a long message backtracked, a second a message."""
+    for filler in ("actually ", "actually,", "actually ab ", "Dr. ", "a, ", "not "):
+        message = ("Remember Ana is vegan. " + filler * 3000)[:20_000]
+        started = time.perf_counter()
+        user_asked_to_save(message, "Ana is vegan", shared=True)
+        assert time.perf_counter() - started < 0.2, filler
