@@ -20,6 +20,7 @@ from services.extractor.logins import (
     SHELL_LOGIN,
     TRAILING,
     USERINFO,
+    assigned_secret,
     login_given,
     secret_like,
     token_given,
@@ -246,7 +247,7 @@ def gives_access(text: str) -> bool:
         return True
     if _framed_answer(text) or token_given(text) or _network_given(text):
         return True
-    if _opens_with_secret(text):
+    if _opens_with_secret(text) or assigned_secret(text):
         return True
     if NON_LATIN.search(text) and any(_mixes_scripts(w) for w in WORDS.findall(text)):
         return True
