@@ -35,7 +35,7 @@ class EngramProblem(ToolError):
 
     @property
     def detail_line(self) -> str:
-        """The problem's detail up to its first colon: what it says of the memory."""
+        """The problem's detail before its ": propose …": what it says of the memory."""
         return str(self.problem.get("detail", self.code)).split(": propose", 1)[0]
 
 

@@ -167,7 +167,6 @@ SENTENCE_END = re.compile(r"([.!?;:]+(?=\s|$)|\n+)")  # a line's end too: "1. â€
 ABBREVIATIONS = frozenset(
     "dr mr mrs ms prof st sr jr vs etc eg ie inc ltd co mt no approx dept".split()
 )
-LAST_WORD = re.compile(r"[\w']+")
 # An aside stands between commas, dashes or brackets ("Ana (our designer) prefers Figma").
 ASIDE_MARKS = re.compile(r"\s[-\u2013\u2014]\s|[(),\[\]]")
 
@@ -188,7 +187,7 @@ def _split_sentences(text: str) -> list[tuple[str, bool]]:
     for at in range(0, len(pieces), 2):
         current += pieces[at]
         end = pieces[at + 1] if at + 1 < len(pieces) else ""
-        last = LAST_WORD.findall(pieces[at][-40:])[-1:]  # this piece's: linear in all
+        last = WORD.findall(pieces[at][-40:])[-1:]  # this piece's: linear in all
         if end == "." and last and (last[0].lower() in ABBREVIATIONS or len(last[0]) == 1):
             current += end  # "Dr." or "J.": the sentence goes on
             continue
@@ -325,14 +324,14 @@ def _doubted(said: list[Said], start: int, end: int) -> bool:
         if word not in STOPWORDS and word not in SOFT:
             return True  # a qualifier: "vegan on weekends", "closed on Mondays"
         at += 1
-    for s in said[at : at + AFTER_MARK]:  # past an aside mark: its first words only
-        if s.word in CONTRASTED and _next(said, s) in EMPHASIS:
+    for i in range(at, min(at + AFTER_MARK, len(said))):  # past an aside mark: its first
+        word, follower = said[i].word, _next(said, i)  # words only
+        if word in CONTRASTED and follower in EMPHASIS:
             return False  # "â€¦, I'm not joking": it stresses the content
-        if s.word in CONTRASTED and said.index(s) == _part_start(said, said.index(s)):
-            follower = said[said.index(s) + 1].word if said.index(s) + 1 < len(said) else None
-            if follower is not None and follower not in NO_CONTRAST:
-                return False  # "tea, not coffee": a contrast; the rest is its
-        if s.word in DOUBTED_AFTER or CHANGES_MEANING.match(s.word):
+        contrast = follower is not None and follower not in NO_CONTRAST
+        if word in CONTRASTED and _part_start(said, i) == i and contrast:
+            return False  # "tea, not coffee": a contrast; the rest is its
+        if word in DOUBTED_AFTER or CHANGES_MEANING.match(word):
             return True
     return False
 
@@ -345,9 +344,9 @@ def _doubts(word: str) -> bool:
     return bool(CHANGES_MEANING.match(word)) and not NUMBER.fullmatch(word)
 
 
-def _next(said: list[Said], word: Said) -> str | None:
-    at = said.index(word) + 1
-    return said[at].word if at < len(said) else None
+def _next(said: list[Said], at: int) -> str | None:
+    """The word after ``said[at]``, if one is."""
+    return said[at + 1].word if at + 1 < len(said) else None
 
 
 def _part_start(said: list[Said], at: int) -> int:

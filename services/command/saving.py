@@ -17,7 +17,7 @@ from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.auth import ScopeError
 from engram.http import ProblemError, principal_from
-from services.command.adapters.ingests import first_request, release
+from services.command.adapters.ingests import first_request, key_hash, key_reused, release
 from services.command.answers import json_errors
 from services.command.submit import idempotency_key, read_json, send, submit
 
@@ -144,10 +144,10 @@ async def _ingest_once(
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
     master = app.keystore.master
     digest = master.digest(json.dumps(payloads, sort_keys=True).encode()).hex()
-    key_hash = master.digest(key.encode()).hex()  # as submit.send looks it up
-    first_digest, kept = await first_request(app.pool, stream, key_hash, digest)
+    hashed = key_hash(master, key)
+    first_digest, kept = await first_request(app.pool, stream, hashed, digest)
     if first_digest != digest:
-        raise _key_reused(key)
+        raise key_reused(key, "another ingest")
     ids = [
         key,
         *(str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) for i in range(1, len(payloads))),
@@ -156,8 +156,8 @@ async def _ingest_once(
     rejection = first[0].rejection
     if rejection is not None and rejection.code == "idempotency_key_reused":
         if kept:  # a save used the key: it stays the save's
-            await release(app.pool, stream, key_hash)
-        raise _key_reused(key)
+            await release(app.pool, stream, hashed)
+        raise key_reused(key, "another request")
     rest = await asyncio.gather(
         *(
             send(request, "RememberMemory", p, command_id=i, ingest_digest=digest)
@@ -165,16 +165,6 @@ async def _ingest_once(
         )
     )
     return [first, *rest]
-
-
-def _key_reused(key: str) -> ProblemError:
-    return ProblemError(
-        422,
-        "Idempotency key reused",
-        f"Idempotency-Key {key!r} was used for another request in this scope: send this "
-        "ingest with a new key; no message of it was saved",
-        "idempotency_key_reused",
-    )
 
 
 def _only(body: dict[str, Any], *fields: str) -> dict[str, Any]:

@@ -201,9 +201,10 @@ class StreamState:
         return any(i.retracted for i in held) and all(i.status != "active" for i in held)
 
     def retracted_text(self, digest: str) -> bool:
-        """Whether a retracted memory (as ``retracted_key`` says) holds this text, the hash
-        of its current revision (QA: an agent's save of the text without its key brought
-        it back). A scan: an agent's confirmed save alone asks."""
+        """Whether a retracted memory (``Item.retracted``) holds this text, the hash of its
+        current revision (QA: an agent's save of the text without its key brought it
+        back). A scan of the stream: only an agent's save, correction or promotion asks,
+        never a person's."""
         return any(i.retracted and i.current.content_hash == digest for i in self.items.values())
 
     def _by_key(self, key_hash: str) -> list[Item]:

@@ -18,7 +18,7 @@ from engram.auth import ScopeError
 from engram.crypto import has_sensitive, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
 from engram.keystore import KeyStore
-from services.command.adapters.ingests import ingest_key_used
+from services.command.adapters.ingests import ingest_key_used, key_hash, key_reused
 from services.command.adapters.replies import ReplyTimeout
 from services.command.answers import json_errors
 from services.command.core import new_item_id
@@ -142,18 +142,14 @@ async def send(
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
     if id_per_stream is not None:
         command_id = id_per_stream(stream)
-    if command_id is None and (key := idempotency_key(request)) is not None:
-        # An ingest's key is its whole request's, whatever became of its first message (QA:
-        # a save took the key after an ingest whose first message was refused).
-        if await ingest_key_used(app.pool, stream, app.keystore.master.digest(key.encode()).hex()):
-            raise ProblemError(
-                422,
-                "Idempotency key reused",
-                f"Idempotency-Key {key!r} was used for an ingest in this scope: send this "
-                "request with a new key",
-                "idempotency_key_reused",
-            )
-        command_id = key
+    elif ingest_digest is None:
+        command_id = command_id or idempotency_key(request)
+        # An ingest's key is its whole request's, whatever became of its first message:
+        # no other command takes it, by the header or by /v1/commands' body (QA, twice).
+        if command_id and await ingest_key_used(
+            app.pool, stream, key_hash(app.keystore.master, command_id)
+        ):
+            raise key_reused(command_id, "an ingest")
     command_id = command_id or str(uuid.uuid4())
     payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
     envelope = CommandEnvelope(

@@ -301,8 +301,9 @@ async def get_proposals(
     limit: int = Query(50, ge=1, le=500),
 ) -> ProposalsResponse:
     """Proposals on memories the caller can see, newest first (seed 004): ``review`` holds
-    only what others proposed on the caller's memories (an admin's: anyone's), ``mine``
-    the caller's own. Resolved ones leave 30 days after."""
+    only what others proposed on the caller's memories (an admin's: anyone's), and for a
+    person what its agents proposed; ``mine`` the caller's own. Resolved ones leave 30
+    days after, and ones that expired unanswered 30 days after they expired."""
     app = request.app.state
     rows = await app.store.proposals(principal_from(request, app.verifier), view, status, limit)
     return ProposalsResponse(proposals=[ProposalView(**dict(r)) for r in rows])

@@ -142,6 +142,10 @@ async def test_an_ingest_whose_first_message_was_refused_keeps_its_key(
         # QA: a save took the key, the ingest's first message having been refused.
         save = await api.keyed(ana, key, "/v1/memories", content="Totally different save.")
         assert (save.status_code, save.json()["code"]) == (422, "idempotency_key_reused")
+        one_route = await http.post(f"{api.command}/v1/commands", headers=ana.headers, json={
+            "type": "RememberMemory", "command_id": key, "payload": {"content": "Another."}})
+        assert (one_route.status_code, one_route.json()["code"]) == (
+            422, "idempotency_key_reused"), one_route.text  # review: the body's id went round
         # An ingest refused for a save's key leaves the key the save's: its retry answers.
         saved_key = f"save-{uuid.uuid4().hex[:8]}"
         plain = await api.keyed(ana, saved_key, "/v1/memories", content="A plain fact.")

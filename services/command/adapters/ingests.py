@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from engram.crypto import MasterKey
+from engram.http import ProblemError
+
 KEPT_DAYS = 7
 
 CLAIM = """
@@ -44,3 +47,19 @@ USED = (
 async def ingest_key_used(pool: asyncpg.Pool, stream_id: str, key_hash: str) -> bool:
     """Whether an ingest was sent under this key in the stream (within ``KEPT_DAYS``)."""
     return bool(await pool.fetchval(USED, stream_id, key_hash, KEPT_DAYS))
+
+
+def key_hash(master: MasterKey, key: str) -> str:
+    """How the table keeps a key: a keyed hash, never the key."""
+    return master.digest(key.encode()).hex()
+
+
+def key_reused(key: str, what: str) -> ProblemError:
+    """The refusal of a key sent again with another request (``what`` says which)."""
+    return ProblemError(
+        422,
+        "Idempotency-Key reused",
+        f"Idempotency-Key {key!r} was used for {what} in this scope: send this request "
+        "with a new key",
+        "idempotency_key_reused",
+    )
