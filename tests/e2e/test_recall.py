@@ -186,7 +186,7 @@ async def test_a_page_is_bounded_as_a_whole_and_goes_on_where_it_ended(
         return found if listed == 20 else None
 
     first, second = await eventually(pages, what="20 memories projected, on two pages")
-    assert len(first["memories"]) == 14, len(first["memories"])
+    assert 0 < len(first["memories"]) < 20, len(first["memories"])  # it ended early
     assert sum(len(m["content"]) for m in first["memories"]) <= 16_000
     assert [m["item_id"] for m in first["memories"] + second["memories"]] == ids[::-1]
 
