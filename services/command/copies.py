@@ -69,7 +69,9 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
             continue
         if digest in state.forgotten_hashes:  # never brings forgotten text back
             continue
-        if ctx.is_agent and _retracted(state, source, digest, ctx):
+        if ctx.is_agent and state.retracts(
+            ctx.key_hash(source.key) if source.key else None, digest
+        ):
             continue  # a person brings a retracted fact back (seed 002; QA: a promotion did)
         if source.key in keys_done:
             continue  # one key holds one fact: the source's first (newest) wins
@@ -119,10 +121,3 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
 def _copy_sources(source: Copy) -> tuple[str, ...]:
     """A copy's sources: the memory it copies, then the newest of that memory's own."""
     return (source.item_id, *source.sources[-(MAX_LABELS - 1) :])
-
-
-def _retracted(state: StreamState, source: Copy, digest: str, ctx: Context) -> bool:
-    """Whether the copy's key or text is retracted in the target scope."""
-    if source.key and state.retracted_key(ctx.key_hash(source.key)):
-        return True
-    return state.retracted_text(digest)

@@ -110,7 +110,9 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     digest = ctx.content_hash(cmd.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     key_hash = ctx.key_hash(cmd.key) if cmd.key else None
-    confirmed = not cmd.candidate and (not ctx.is_agent or _agent_confirms(state, cmd, ctx))
+    confirmed = not cmd.candidate and (
+        not ctx.is_agent or _agent_confirms(state, cmd, ctx, key_hash, digest)
+    )
     if not confirmed:
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None
@@ -159,15 +161,14 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     ]
 
 
-def _agent_confirms(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> bool:
+def _agent_confirms(
+    state: StreamState, cmd: c.RememberMemory, ctx: Context, key_hash: str | None, digest: str
+) -> bool:
     """An agent's save is a fact when the user's message asked for it (seed 000), unless
     its key's fact, or its very text, is retracted: that is a person's to bring back (seed
     002; a seed audit and QA: an agent's save made it active again)."""
-    if not user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared"):
-        return False
-    if cmd.key and state.retracted_key(ctx.key_hash(cmd.key)):
-        return False
-    return not state.retracted_text(ctx.content_hash(cmd.content))
+    asked = user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
+    return asked and not state.retracts(key_hash, digest)
 
 
 def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
@@ -183,7 +184,7 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
     confirmed = not ctx.is_agent or (
         user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
         # Nor another memory corrected to a retracted text (QA).
-        and not state.retracted_text(digest)
+        and not state.retracts(None, digest)
     )
     if item.confirmed and not confirmed:
         # An inference never replaces a confirmed fact: it waits as a candidate, unless the

@@ -23,6 +23,7 @@ from services.command.errors import (
     ProposalNotFound,
 )
 from services.command.rules import (
+    agent_on_shared_fact,
     check_base,
     check_not_forgotten,
     check_superseded_by,
@@ -38,7 +39,7 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
     if ctx.scope != "shared":
         raise InvalidCommand("proposals are for the shared scope: change your own memory directly")
     item = find_item(state, cmd.item_id)
-    if not (is_teammates(item, ctx) or (ctx.is_agent and item.confirmed)):
+    if not (is_teammates(item, ctx) or agent_on_shared_fact(item, ctx)):
         # QA: an author proposed a change to its own memory, which it makes directly (as
         # an admin does); an agent proposes on any shared fact (see check_owner).
         raise InvalidCommand(

@@ -65,6 +65,12 @@ def is_teammates(item: Item, ctx: Context) -> bool:
     )
 
 
+def agent_on_shared_fact(item: Item, ctx: Context) -> bool:
+    """An agent at a shared fact (one ever confirmed), which it changes only as the user's
+    message asks for everyone (seed 000): a proposal, a person's forget."""
+    return ctx.is_agent and ctx.scope == "shared" and item.confirmed
+
+
 def check_owner(item: Item, ctx: Context, *, proposable: bool = True, asked: bool = False) -> None:
     """In the shared scope a memory's text and status are changed by its author or an
     admin; a teammate proposes the change instead (seed 004), or, for a change no proposal
@@ -73,7 +79,7 @@ def check_owner(item: Item, ctx: Context, *, proposable: bool = True, asked: boo
     or correction whose message did): any other change of its is a proposal too, which a
     person merges (a seed audit: an agent archived, disabled, pinned and relabelled shared
     facts with no message at all)."""
-    agents = ctx.is_agent and ctx.scope == "shared" and item.confirmed and not asked
+    agents = agent_on_shared_fact(item, ctx) and not asked
     if not (is_teammates(item, ctx) or agents):
         return
     whose = (
@@ -114,7 +120,7 @@ def check_may_forget(item: Item, ctx: Context) -> None:
     memory is forgotten by its author or an org admin, and no proposal can do it (a
     forget cannot wait for a review, nor be undone after one)."""
     check_not_teammates(item, ctx, "only its author or an org admin can forget it")
-    if ctx.is_agent and ctx.scope == "shared" and item.confirmed:
+    if agent_on_shared_fact(item, ctx):
         # Seed 000: an agent changes shared memory only when the user's message says so for
         # everyone, and a forget carries no message and cannot be undone (QA: an agent
         # forgot a shared fact with no message at all).

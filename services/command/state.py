@@ -200,6 +200,11 @@ class StreamState:
         held = self._by_key(key_hash)
         return any(i.retracted for i in held) and all(i.status != "active" for i in held)
 
+    def retracts(self, key_hash: str | None, digest: str) -> bool:
+        """Whether a save of this key (if any) and text would bring a retracted fact back:
+        its key's, or its very text's (seed 002: a person's to do)."""
+        return bool(key_hash and self.retracted_key(key_hash)) or self.retracted_text(digest)
+
     def retracted_text(self, digest: str) -> bool:
         """Whether a retracted memory (``Item.retracted``) holds this text, the hash of its
         current revision (QA: an agent's save of the text without its key brought it
