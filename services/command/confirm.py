@@ -28,17 +28,13 @@ APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\uff07\u2032\u00b4`
 # Said as a phrase of its own, beside the request to save, and not denied just before it:
 # not "That's all.", "all nuts", "not for everyone", "don't tell all teammates" or "keep it
 # from my teammates" (QA).
-EVERYONE_PHRASES = tuple(
+EVERYONE_PHRASES = tuple(  # looked for at every word: "for everyone" is "everyone"'s
     tuple(p.split())
     for p in (
         "for all",
-        "for everyone",
-        "for everybody",
         "for the team",
-        "for the whole team",
         "everyone",
         "everybody",
-        "all teammates",
         "all of us",
         "all of you",
         "all agents",
@@ -49,7 +45,6 @@ EVERYONE_PHRASES = tuple(
         "team wide",
         "whole team",
         "for every one",
-        "for every teammate",
         "for every member",
         "for every agent",
     )
@@ -171,6 +166,9 @@ ABBREVIATIONS = frozenset(
 ASIDE_MARKS = re.compile(r"\s[-\u2013\u2014]\s|[(),\[\]]")
 
 
+# The words that ask to save, as a stop for the words looked at before a content ("will
+# you remember"): seed 000's five (``INTENT``, which alone makes a request) and the two a
+# request to save is also put in ("store", "note").
 SAVE_WORDS = frozenset("remember save keep update correct store note".split())
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 

@@ -37,7 +37,7 @@ from contracts.recall import (
 from engram.auth import Principal, ScopeError
 from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
-from services.recall.core import excerpt, page_cursor, read_cursor
+from services.recall.core import bound, excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
 # What an agent may still read while its org's memory is off: the policy, its session's
@@ -336,25 +336,16 @@ async def list_memories(
         principal_from(request, app.verifier), [status], before, before_id, limit
     )
     items = [_bounded(dict(r)) for r in rows]
-    kept = _fitting(items, app.settings.search_chars)
+    # Seed 004: a whole result is bounded, not just each row (a seed audit found a page of
+    # 100 at 47,910 characters). The page ends early; its ``next`` goes on from its last
+    # memory, so none is left out.
+    sizes = [len(i["content"] or "") + len(i.get("title") or "") for i in items]
+    kept = bound(sizes, app.settings.search_chars)
     last = items[kept - 1] if items and (kept < len(items) or len(items) == limit) else None
     return {
         "memories": items[:kept],
         "next": page_cursor(last["updated_at"], last["item_id"]) if last else None,
     }
-
-
-def _fitting(items: list[dict[str, Any]], budget: int) -> int:
-    """How many of a page's memories fit its bound on text as a whole (seed 004: a whole
-    result is bounded, not just each row; a seed audit found a page of 100 at 47,910
-    characters): at least one; the page then ends early, and its ``next`` goes on from
-    its last memory, so none is left out."""
-    used = 0
-    for at, item in enumerate(items):
-        used += len(item["content"] or "") + len(item.get("title") or "")
-        if used > budget and at > 0:
-            return at
-    return len(items)
 
 
 def _bounded(item: dict[str, Any]) -> dict[str, Any]:
