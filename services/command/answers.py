@@ -12,7 +12,7 @@ from contracts.commands import ClearMemories, Command, ForgetMemory, ForkSession
 from contracts.envelope import CommandEnvelope, CommandReply
 from contracts.events import Event, MemoryForgotten, MemoryStatusChanged, RevisionsPruned
 from engram.crypto import SENSITIVE_FIELDS, MasterKey
-from services.command.context import Context
+from services.command.context import Context, copy_item_id
 from services.command.errors import DomainError, IdempotencyKeyReused, InvalidCommand
 from services.command.state import StreamState
 
@@ -162,8 +162,11 @@ def _changed(
         written = dict.fromkeys(
             e.item_id for e in events if not isinstance(e, MemoryStatusChanged | RevisionsPruned)
         )
-        # The state keeps a key's hash only: each copied key's holder now is what it wrote.
-        keys = {
+        # The state keeps a key's hash only: each copy's key is its source's, and each
+        # copied key's holder now took the key of the copy that revised it.
+        base = ctx.new_item_id()
+        keys = {copy_item_id(base, c.item_id): c.key for c in ctx.copies if c.key is not None}
+        keys |= {
             holder.item_id: c.key
             for c in ctx.copies
             if c.key is not None and (holder := state.active_by_key(ctx.key_hash(c.key)))

@@ -66,7 +66,8 @@ class Context:
 
 @dataclass(frozen=True)
 class Copy:
-    """An active memory of another stream, in plain text, to copy into this one."""
+    """An active or a disabled memory of another stream, in plain text, to copy into this
+    one (a promotion copies the active ones only)."""
 
     item_id: str
     kind: str
@@ -77,3 +78,4 @@ class Copy:
     tags: tuple[str, ...]
     sources: tuple[str, ...]
     expires_at: datetime | None = None  # the copy expires when its source does
+    disabled: bool = False  # a fork copies a retracted fact retracted

@@ -6,14 +6,16 @@ and passes them in (``Context.copies``; ``copies_ready`` is False when the proje
 not catch up in time, and the command is refused, copying nothing); each copy is sealed under
 its own new key like any saved text. A key this stream holds already takes the source's
 text as a new revision; text it holds, or forgot, is not copied again, so promoting twice
-copies nothing the second time."""
+copies nothing the second time. A promotion copies the session's active memories; a fork
+its disabled ones too, disabled (seed 002: learned memory is part of the session's history,
+so a fork takes a copy of it, and a retracted fact stays retracted)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
 from contracts import commands as c
-from contracts.events import Event, MemoryRemembered
+from contracts.events import Event, MemoryRemembered, MemoryStatusChanged
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.rules import (
@@ -32,7 +34,7 @@ def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Eve
         raise Forbidden(
             "a promotion copies the token's session into its agent: this token names no session"
         )
-    return _copy_into(state, ctx, kinds=cmd.kinds)
+    return _copy_into(state, ctx, kinds=cmd.kinds, retracted=False)
 
 
 def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
@@ -44,16 +46,20 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
         raise Forbidden(
             f"{state.stream_id} has a history already: a fork copies into a new session"
         )
-    return _copy_into(state, ctx, kinds=None)
+    return _copy_into(state, ctx, kinds=None, retracted=True)
 
 
-def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) -> list[Event]:
+def _copy_into(
+    state: StreamState, ctx: Context, kinds: Collection[str] | None, retracted: bool
+) -> list[Event]:
     if not ctx.copies_ready:
         raise NotReadable(
             "the source session's newest memories are not readable yet (the read model "
             "trails the log): nothing was copied; try again shortly"
         )
-    if len(ctx.copies) > c.MAX_COPIES:
+    # The active ones first: a key's active fact wins over a retracted one of the key.
+    copies = sorted((s for s in ctx.copies if retracted or not s.disabled), key=_is_disabled)
+    if len(copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
     held = {  # an expired memory holds its text no longer: a lasting copy takes its place
         item.current.content_hash
@@ -63,7 +69,7 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
     events: list[Event] = []
     keys_done: set[str] = set()
     base_id = ctx.new_item_id()  # the command's own: each copy's id derives from it
-    for source in ctx.copies:
+    for source in copies:
         digest = ctx.content_hash(source.content)
         if (kinds is not None and source.kind not in kinds) or digest in held:
             continue
@@ -98,7 +104,17 @@ def _copy_into(state: StreamState, ctx: Context, kinds: Collection[str] | None) 
         if same_key is not None:  # another kind or lifetime: a memory of its own takes the key
             events.append(superseded_by(same_key, copy_id))
         events.append(_copied(source, copy_id, digest, ctx))
+        if source.disabled:  # only into a new session: no key or text of it is held here
+            events.append(
+                MemoryStatusChanged(
+                    item_id=copy_id, revision=2, status="disabled", previous="active"
+                )
+            )
     return events
+
+
+def _is_disabled(source: Copy) -> bool:
+    return source.disabled
 
 
 def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryRemembered:

@@ -66,6 +66,13 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
         # The agent's change log says what made the entry (seed 002: "promotion").
         assert await api.made_by(sub, "agent") == [("MemoryRemembered", "promotion")]
 
+        # A retracted fact of the parent (seed 002's Forget of a session fact).
+        await api.save(sub, "The trip budget is 900 EUR.", "fact", key="budget")
+        r = await http.post(f"{api.command}/v1/memories/retract", headers=sub.headers,
+                            json={"key": "budget", "scope": "session"})
+        assert r.status_code == 200, r.text
+        await api.until(sub, "session:sub-1", 2)  # the retraction is projected
+
         # The parent session turned learning off; a fork of it keeps that, and its memory.
         r = await http.put(f"{api.recall}/v1/session", headers=sub.headers,
                            json={"generate": False})
@@ -74,10 +81,18 @@ async def test_a_sessions_lasting_memories_are_promoted_and_a_fork_copies_it_all
                       fork_of="sub-1")
         forked = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
         assert forked.status_code == 200, forked.text
-        assert len(forked.json()["copied"]) == 2
+        # It takes a copy of the session's history: the retracted fact, retracted.
+        assert len(forked.json()["copied"]) == 3
+        assert "budget" in [c["key"] for c in forked.json()["copied"]]
         copies = await api.until(fork, "session:sub-2", 2)
-        assert await api.made_by(fork, "session") == [("MemoryRemembered", "fork")] * 2
-        assert await api.made_by(sub, "session") == [("MemoryRemembered", "agent")] * 2
+        r = await http.get(f"{api.recall}/v1/memories", headers=fork.headers,
+                           params={"status": "disabled"})
+        assert [(m["content"], m["key"]) for m in r.json()["memories"]] == [
+            ("The trip budget is 900 EUR.", "budget")]
+        assert await api.made_by(fork, "session") == [("MemoryRemembered", "fork")] * 3 + [
+            ("MemoryStatusChanged", "fork")]
+        assert await api.made_by(sub, "session") == [("MemoryRemembered", "agent")] * 3 + [
+            ("MemoryStatusChanged", "agent")]
         copy_id = copies["Run the tests before you report."]["item_id"]
         got = await http.get(f"{api.recall}/v1/memories/{copy_id}", headers=fork.headers)
         assert got.json()["sources"][0] == source  # each copy names what it copies

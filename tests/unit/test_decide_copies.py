@@ -30,9 +30,10 @@ def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
 
 
 def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None,
-         expires_at: datetime | None = None) -> Copy:
+         expires_at: datetime | None = None, disabled: bool = False) -> Copy:
     return Copy(item_id=item_id, kind=kind, key=key, title=None, content=content,
-                pinned=False, tags=("ci",), sources=("turn-7",), expires_at=expires_at)
+                pinned=False, tags=("ci",), sources=("turn-7",), expires_at=expires_at,
+                disabled=disabled)
 
 
 def with_copies(*copies: Copy, **kw: object) -> Context:
@@ -114,6 +115,27 @@ def test_a_fork_copies_everything_into_a_new_session_only() -> None:
     assert len(made) == 2
     with pytest.raises(Forbidden, match="history already"):
         run(state, c.ForkSession(), with_copies(copy("s3", "y"), fork_of="a"))
+
+
+def test_a_fork_copies_a_retracted_fact_retracted_and_a_promotion_leaves_it() -> None:
+    """Seed 002: learned memory is part of the session's history, so a fork takes a copy of
+    it, retracted facts too; a retracted fact stays retracted. A key's active fact wins
+    over an older retracted one of the key; a promotion copies active memories only."""
+    sources = (copy("s1", "The budget was 1000 EUR.", "fact", key="budget", disabled=True),
+               copy("s2", "The budget is 1500 EUR.", "fact", key="budget"),
+               copy("s3", "Ana takes the train.", "preference", disabled=True))
+    state = StreamState("acme/session:b")
+    made = run(state, c.ForkSession(), with_copies(*sources, fork_of="a"))
+    assert [(type(e), getattr(e, "status", None)) for e in made] == [
+        (MemoryRemembered, "active"), (MemoryRemembered, "active"),
+        (MemoryStatusChanged, "disabled")]
+    budget, train = (state.items[e.item_id] for e in made[:2])
+    assert unseal(made[0].content) == "The budget is 1500 EUR."  # type: ignore[attr-defined]
+    assert (budget.status, train.status, train.revision) == ("active", "disabled", 2)
+    promoted = run(StreamState("acme/agent:helper"), c.PromoteSession(kinds=("fact", "preference")),
+                   with_copies(*sources))
+    assert [unseal(e.content) for e in promoted] == [  # type: ignore[attr-defined]
+        "The budget is 1500 EUR."]
 
 
 def test_a_source_with_too_many_memories_is_refused() -> None:

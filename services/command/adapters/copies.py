@@ -1,9 +1,11 @@
 """The source memories of a promotion or a fork, read from the read model.
 
 The source is another stream (the token's session, or the session it forks), perhaps
-another partition's, so the writer reads its active memories, in plain text, from
-``memory.items`` before deciding: newest first, at most one more than a command may copy
-(so that ``decide`` can refuse a source that holds too many)."""
+another partition's, so the writer reads its active and disabled memories, in plain text,
+from ``memory.items`` before deciding: the active ones first, each newest first, at most one
+more than a command may copy (so that ``decide`` can refuse a source that holds too many).
+A fork copies both (seed 002: a session's retracted facts are part of its history); a
+promotion only the active ones."""
 
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ class CopySources:
         for stream_id in stream_ids:
             rows = await self._pool.fetch(
                 # An expired memory is read by no one: it is not brought back as a copy.
-                "SELECT item_id, kind, key, title, content, pinned, tags, sources, expires_at "
-                "FROM memory.items WHERE stream_id = $1 AND status = 'active' "
+                "SELECT item_id, kind, key, title, content, pinned, tags, sources, expires_at, "
+                "status FROM memory.items WHERE stream_id = $1 "
+                "AND status IN ('active', 'disabled') "
                 "AND content IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) "
-                "ORDER BY updated_at DESC, item_id LIMIT $2",
+                "ORDER BY status <> 'active', updated_at DESC, item_id LIMIT $2",
                 stream_id,
                 MAX_COPIES + 1,
             )
@@ -42,6 +45,7 @@ class CopySources:
                     tags=tuple(r["tags"]),
                     sources=tuple(r["sources"]),
                     expires_at=r["expires_at"],
+                    disabled=r["status"] == "disabled",
                 )
                 for r in rows
             )

@@ -11,7 +11,7 @@ and a target not found is looked for again once it holds every partition's."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contracts.envelope import CommandEnvelope
 from contracts.text import NUL
@@ -52,15 +52,18 @@ class Lookups:
     sources: dict[CommandKey, str] = field(default_factory=dict)  # each copy's stream
 
     def live_copies(self, key: CommandKey, states: Mapping[str, StreamState]) -> tuple[Copy, ...]:
-        """A command's copies, less those its source stream (when this writer holds it)
-        has made inactive since they were read: a forget earlier in the same batch never
-        lets its text be copied."""
+        """A command's copies as its source stream (when this writer holds it) has them
+        now: a forget or an archive earlier in the same batch never lets the text be
+        copied, and a disable or an enable since the read holds for the copy."""
         copies = self.copies.get(key, ())
         source = states.get(self.sources.get(key, ""))
         if source is None:
             return copies
+        now = ((c, source.items.get(c.item_id)) for c in copies)
         return tuple(
-            c for c in copies if (i := source.items.get(c.item_id)) is None or i.status == "active"
+            c if i is None else replace(c, disabled=i.status == "disabled")
+            for c, i in now
+            if i is None or i.status in ("active", "disabled")
         )
 
 
