@@ -20,6 +20,7 @@ from engram.kafka import partition_count
 from engram.keystore import KeyStore
 from engram.log_pruner import GroupLogPruner
 from engram.logging import configure_logging, get_logger
+from engram.ratelimit import install_rate_limit
 from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from services.command.adapters.copies import CopySources
@@ -121,6 +122,7 @@ def create_app(
 
     app = FastAPI(title="Engram command service", lifespan=lifespan)
     install_problem_handlers(app)
+    install_rate_limit(app, common)
 
     async def ready() -> dict[str, Any]:
         stuck = app.state.processor.stuck

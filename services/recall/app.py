@@ -13,6 +13,7 @@ from engram.db import create_pool, migrate, migrate_shared, with_user
 from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
+from engram.ratelimit import install_rate_limit
 from engram.settings import CommonSettings
 from engram.setup import service_sql_dirs
 from services.recall.adapters.embedder import open_embedder
@@ -54,6 +55,7 @@ def create_app(
 
     app = FastAPI(title="Engram recall service", lifespan=lifespan)
     install_problem_handlers(app)
+    install_rate_limit(app, common)
 
     async def ready() -> dict[str, Any]:
         try:
