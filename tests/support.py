@@ -74,6 +74,34 @@ async def read_replies(
         await consumer.stop()
 
 
+async def replies_so_far(bootstrap: str, command_ids: set[str]) -> dict[str, list[CommandReply]]:
+    """Every answer engram.replies holds now for these commands: read from the start to
+    each partition's last stable offset, so that nothing is waited for. (A command seen
+    dead-lettered was decided in a transaction that would have held its reply too.)"""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    found: dict[str, list[CommandReply]] = {c: [] for c in command_ids}
+    try:
+        parts = range(await partition_count(bootstrap, topics.REPLIES))
+        tps = [TopicPartition(topics.REPLIES, p) for p in parts]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)  # read_committed: the last stable offsets
+        deadline = time.monotonic() + 60
+        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
+            assert time.monotonic() < deadline, "engram.replies was not read to its end"
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                for r in records:
+                    key = (r.key or b"").decode()
+                    if key in found:
+                        found[key].append(CommandReply.model_validate_json(r.value or b""))
+        return found
+    finally:
+        await consumer.stop()
+
+
 async def end_offsets(bootstrap: str, names: list[str]) -> dict[TopicPartition, int]:
     """Every partition's end offset (committed or not) of these topics."""
     kafka = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
