@@ -240,6 +240,24 @@ class ForgetMemory(ItemCommand):
     """Erase a memory for real: its key, its text in every revision and vector."""
 
     reason: str | None = Field(default=None, max_length=500)
+    # Erase it only at this revision (stale → 409, nothing erased). None: whatever it holds.
+    base_revision: StrictInt | None = Field(default=None, ge=1)
+    # The memory a move copied it into (``MoveMemory`` sends this forget): its text was
+    # moved, not forgotten, so saving it here again needs no ``resave_forgotten``.
+    moved_to: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class MoveMemory(ItemCommand):
+    """Move one of your memories into another of your scopes (seed 004: an update that
+    changes its scope). Decided in the scope it moves into (``scope``): a copy of the
+    memory as it is at ``base_revision`` (stale → 409) with an id of its own, its kind,
+    title, key, tags, pin, expiry and sources; then the memory is forgotten where it was
+    (``from_scope``), by a forget that the move's own transaction sends."""
+
+    from_scope: ScopeChoice = "private"
+    base_revision: StrictInt = Field(ge=1)
+    # Move text the target scope forgot before (a save's ``resave_forgotten``).
+    resave_forgotten: StrictBool = False
 
 
 class LinkMemory(ItemCommand):
@@ -345,6 +363,7 @@ COMMANDS: dict[str, type[Command]] = {
         ConfirmCandidate,
         DismissCandidate,
         ForgetMemory,
+        MoveMemory,
         ClearMemories,
         LinkMemory,
         UnlinkMemory,

@@ -138,6 +138,9 @@ class MemoryForgotten(Event):
     content_hashes: tuple[str, ...] = ()
     revisions: Count
     reason: str | None = None
+    # The memory a move copied it into: its text lives on there, so the stream does not
+    # count it as forgotten text.
+    moved_to: Ref | None = None
 
 
 class MemoryLinked(Event):

@@ -240,31 +240,40 @@ def build_server(
         related_ids: list[str] | None = None,
         kind: Kind | None = None,
         tags: list[str] | None = None,
+        scope: Scope | None = None,
     ) -> dict[str, Any]:
         """Correct an existing memory by ID: its text, only its pin, or only its kind and
-        tags; for a teammate's, propose a new text or pin."""
+        tags; for a teammate's, propose a new text or pin. Only scope moves one of your
+        memories into another of your scopes (a person's, not an agent's; it gets a new
+        id)."""
         relabel = kind is not None or tags is not None
-        if [content is not None, pinned is not None, relabel].count(True) != 1:
+        changes = [content is not None, pinned is not None, relabel, scope is not None]
+        if changes.count(True) != 1:
             raise ToolError(
-                "give the corrected content, or only pinned, or only kind and tags: "
-                "one change a call"
+                "give the corrected content, or only pinned, or only kind and tags, or only "
+                "scope (to move it): one change a call"
             )
-        scope, revision = await api.scope_of(id)
-        if relabel and related_ids:  # QA: dropped without a word
+        if (relabel or scope is not None) and related_ids:  # QA: dropped without a word
             raise ToolError(
-                "kind and tags change alone: link with memory__link, or give related_ids "
-                "with a corrected content"
+                "kind and tags change alone, as scope does: link with memory__link, or give "
+                "related_ids with a corrected content"
             )
+        current, revision = await api.scope_of(id)
+        if scope is not None:
+            move = {"scope": scope, "from_scope": current, "base_revision": revision}
+            return dict(await api.command(memory_path(id, "move"), move))
         if relabel:  # no proposal changes these: the memory's author does
-            body = _present({"base_revision": revision, "scope": scope, "kind": kind, "tags": tags})
+            body = _present(
+                {"base_revision": revision, "scope": current, "kind": kind, "tags": tags}
+            )
             return dict(await api.command(memory_path(id, "relabel"), body))
         if pinned is not None:
             change = "pin" if pinned else "unpin"
-            return await _or_propose(api, id, change, {"scope": scope}, reason)
+            return await _or_propose(api, id, change, {"scope": current}, reason)
         body = {
             "content": content,
             "base_revision": revision,
-            "scope": scope,
+            "scope": current,
             "related_ids": related_ids,
         }
         return await _or_propose(api, id, "correct", _present(body) | run().fields(), reason)

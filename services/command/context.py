@@ -79,3 +79,5 @@ class Copy:
     sources: tuple[str, ...]
     expires_at: datetime | None = None  # the copy expires when its source does
     disabled: bool = False  # a fork copies a retracted fact retracted
+    revision: int = 0  # the revision read (a move copies the one its caller saw)
+    author: str | None = None  # the member who saved it

@@ -1,4 +1,5 @@
-"""Promotion and fork (seed 002): another stream's memories copied into this one.
+"""Promotion and fork (seed 002), and a move (seed 004): another stream's memories copied
+into this one.
 
 The writer reads the source's active memories from the read model (another stream may be
 another partition's) once the projector holds what the log held when the command came,
@@ -8,18 +9,23 @@ its own new key like any saved text. A key this stream holds already takes the s
 text as a new revision; text it holds, or forgot, is not copied again, so promoting twice
 copies nothing the second time. A promotion copies the session's active memories; a fork
 its disabled ones too, disabled (seed 002: learned memory is part of the session's history,
-so a fork takes a copy of it, and a retracted fact stays retracted)."""
+so a fork takes a copy of it, and a retracted fact stays retracted). A move copies one
+memory of the caller's, at the revision it saw; its forget where it was follows (the writer
+sends it in the move's transaction, ``moved_forget``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection
 
 from contracts import commands as c
+from contracts.envelope import CommandEnvelope
 from contracts.events import Event, MemoryRemembered, MemoryStatusChanged
 from services.command.context import Context, Copy, copy_item_id
-from services.command.errors import Forbidden, InvalidCommand, NotReadable
+from services.command.errors import Conflict, Forbidden, InvalidCommand, NotFound, NotReadable
 from services.command.rules import (
     MAX_LABELS,
+    check_not_forgotten,
     expired,
     holder_revised,
     labelled,
@@ -27,6 +33,8 @@ from services.command.rules import (
     superseded_by,
 )
 from services.command.state import StreamState
+
+MOVES = uuid.UUID("5d0f3c2e-7b1a-4c59-9a8e-2f6d4b1c0e73")  # a move's forget's id namespace
 
 
 def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
@@ -49,8 +57,83 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
     return _copy_into(state, ctx, kinds=None, retracted=True)
 
 
+def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
+    """The memory's copy in this scope: refused, copying nothing, when it is not the
+    caller's to move, is not active where it was, moved on from the caller's revision, or
+    this scope holds or forgot its text."""
+    if ctx.is_agent:
+        raise Forbidden("a person moves memories between scopes; an agent saves anew")
+    if cmd.from_scope == cmd.scope:
+        raise InvalidCommand(f"memory {cmd.item_id} is in the {cmd.scope} scope already")
+    if not ctx.copies_ready:
+        raise NotReadable(
+            f"memory {cmd.item_id}'s newest revision is not readable yet (the read model "
+            "trails the log): nothing was moved; try again shortly"
+        )
+    if not ctx.copies:
+        raise NotFound(
+            f"no active memory {cmd.item_id} in your {cmd.from_scope} scope (from_scope)",
+            item_id=cmd.item_id,
+        )
+    [source] = ctx.copies
+    if source.disabled:
+        raise Conflict(f"memory {cmd.item_id} is disabled: enable it to move it")
+    if cmd.from_scope == "shared" and source.author not in (None, ctx.member) and not ctx.is_admin:
+        raise Forbidden(
+            f"memory {cmd.item_id} is {source.author}'s: only its author or an org admin "
+            "moves it out of the shared scope",
+            item_id=cmd.item_id,
+            author=source.author,
+        )
+    if cmd.base_revision != source.revision:
+        raise Conflict(
+            f"memory {cmd.item_id} is at revision {source.revision}, not {cmd.base_revision}",
+            item_id=cmd.item_id,
+            current_revision=source.revision,
+            base_revision=cmd.base_revision,
+        )
+    digest = ctx.content_hash(source.content)
+    check_not_forgotten(state, digest, cmd.resave_forgotten, source.content)
+    holder = state.holding(digest, ctx.now)
+    if holder is not None and holder.status == "active":
+        raise Conflict(
+            f"the {cmd.scope} scope holds this text already, as memory {holder.item_id}: "
+            f"forget memory {cmd.item_id} instead",
+            item_id=holder.item_id,
+        )
+    return _copy_into(state, ctx, kinds=None, retracted=False, resave=cmd.resave_forgotten)
+
+
+def moved_forget(
+    cmd: c.Command, env: CommandEnvelope, source_stream: str, events: list[Event]
+) -> CommandEnvelope | None:
+    """The forget a move sends to the stream it moved from, in its own transaction: of the
+    revision it copied, naming the copy, under the caller's token and an id of its own
+    derived from the move's (None for any other command, or a move that copied nothing)."""
+    if not isinstance(cmd, c.MoveMemory) or not events:
+        return None
+    copy = events[-1].item_id
+    return CommandEnvelope(
+        command_id=str(uuid.uuid5(MOVES, f"{env.stream_id}\x1f{env.command_id}")),
+        type=c.ForgetMemory.__name__,
+        token=env.token,
+        stream_id=source_stream,
+        payload={
+            "item_id": cmd.item_id,
+            "scope": cmd.from_scope,
+            "base_revision": cmd.base_revision,
+            "moved_to": copy,
+            "reason": f"moved to the {cmd.scope} scope as {copy}",
+        },
+    )
+
+
 def _copy_into(
-    state: StreamState, ctx: Context, kinds: Collection[str] | None, retracted: bool
+    state: StreamState,
+    ctx: Context,
+    kinds: Collection[str] | None,
+    retracted: bool,
+    resave: bool = False,
 ) -> list[Event]:
     if not ctx.copies_ready:
         raise NotReadable(
@@ -73,7 +156,7 @@ def _copy_into(
         digest = ctx.content_hash(source.content)
         if (kinds is not None and source.kind not in kinds) or digest in held:
             continue
-        if digest in state.forgotten_hashes:  # never brings forgotten text back
+        if digest in state.forgotten_hashes and not resave:  # never brings forgotten text back
             continue
         if ctx.is_agent and state.retracts(
             ctx.key_hash(source.key) if source.key else None, digest

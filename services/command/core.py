@@ -23,7 +23,7 @@ from contracts.events import (
 )
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context, new_item_id
-from services.command.copies import fork, promote
+from services.command.copies import fork, move, promote
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -386,7 +386,9 @@ def _forget(
         raise Conflict(f"memory {item.item_id} is {item.status}, not a candidate")
     if not candidates_only:  # a candidate is dismissed by any person, as it is confirmed
         check_may_forget(item, ctx)
-    return [_forgotten(item, cmd.reason)]
+        if cmd.base_revision is not None:
+            check_base(item, cmd.base_revision)
+    return [_forgotten(item, cmd.reason, cmd.moved_to)]
 
 
 def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event]:
@@ -405,11 +407,15 @@ def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event
     ]
 
 
-def _forgotten(item: Item, reason: str | None) -> MemoryForgotten:
+def _forgotten(item: Item, reason: str | None, moved_to: str | None = None) -> MemoryForgotten:
     kept = {r.content_hash for r in item.revisions.values()}
     hashes = tuple(sorted(kept | (item.retired_hashes or frozenset())))
     return MemoryForgotten(
-        item_id=item.item_id, content_hashes=hashes, revisions=len(item.revisions), reason=reason
+        item_id=item.item_id,
+        content_hashes=hashes,
+        revisions=len(item.revisions),
+        reason=reason,
+        moved_to=moved_to,
     )
 
 
@@ -436,4 +442,5 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.WithdrawProposal: withdraw,
     c.PromoteSession: promote,
     c.ForkSession: fork,
+    c.MoveMemory: move,
 }

@@ -38,6 +38,7 @@ ACTIONS: dict[str, tuple[type[c.Command], dict[str, Any]]] = {
     "confirm": (c.ConfirmCandidate, {}),
     "dismiss": (c.DismissCandidate, {}),
     "forget": (c.ForgetMemory, {}),
+    "move": (c.MoveMemory, {}),
     "link": (c.LinkMemory, {}),
     "unlink": (c.UnlinkMemory, {}),
     "propose": (c.ProposeChange, {}),

@@ -269,6 +269,34 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
         assert linked.is_error and "memory__link" in str(linked.content)
 
 
+async def test_memory_update_with_only_a_scope_moves_the_memory(services: dict[str, str]) -> None:
+    """Seed 004: an update may change only a memory's scope. A person's token moves it
+    (a new id there); an agent's is refused: it changes shared memory only on the user's
+    word."""
+    ana = caller()
+    helper = caller(ana.org, member="ana", agent="helper")
+    async with Client(build_server(ana.token, services["command"], services["recall"])) as mcp:
+        saved = await call(mcp, "memory__remember", content="The office closes at 18:00.")
+
+        async def readable(item_id: str) -> bool:
+            return not (await mcp.call_tool("memory__get", {"id": item_id})).is_error
+
+        await eventually(lambda: readable(saved["item_id"]), what="the memory readable")
+        linked = await mcp.call_tool("memory__update", {
+            "id": saved["item_id"], "scope": "shared", "related_ids": [saved["item_id"]]})
+        assert linked.is_error and "memory__link" in str(linked.content)
+        moved = await call(mcp, "memory__update", id=saved["item_id"], scope="shared")
+        assert moved["stream_id"] == f"{ana.org}/shared" and moved["item_id"] != saved["item_id"]
+        await eventually(lambda: readable(moved["item_id"]), what="the moved memory readable")
+        got = await call(mcp, "memory__get", id=moved["item_id"])
+        assert (got["scope"], got["content"]) == ("shared", "The office closes at 18:00.")
+    async with Client(build_server(helper.token, services["command"],
+                                   services["recall"])) as mcp:
+        refused = await mcp.call_tool("memory__update", {"id": moved["item_id"],
+                                                         "scope": "private"})
+        assert refused.is_error and "a person moves" in str(refused.content)
+
+
 async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(
         services: dict[str, str]) -> None:
     """Seed 004: turning an org's memory off hides its tools (a seed coverage audit found

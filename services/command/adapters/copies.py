@@ -5,7 +5,7 @@ another partition's, so the writer reads its active and disabled memories, in pl
 from ``memory.items`` before deciding: the active ones first, each newest first, at most one
 more than a command may copy (so that ``decide`` can refuse a source that holds too many).
 A fork copies both (seed 002: a session's retracted facts are part of its history); a
-promotion only the active ones."""
+promotion only the active ones. A move reads its one memory (``one``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ import asyncpg
 
 from contracts.commands import MAX_COPIES
 from services.command.context import Copy
+
+COLUMNS = (
+    "item_id, kind, key, title, content, pinned, tags, sources, expires_at, status, revision, "
+    "created_by ->> 'member' AS author"
+)
 
 
 class CopySources:
@@ -26,27 +31,40 @@ class CopySources:
         for stream_id in stream_ids:
             rows = await self._pool.fetch(
                 # An expired memory is read by no one: it is not brought back as a copy.
-                "SELECT item_id, kind, key, title, content, pinned, tags, sources, expires_at, "
-                "status FROM memory.items WHERE stream_id = $1 "
+                f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 "
                 "AND status IN ('active', 'disabled') "
                 "AND content IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) "
                 "ORDER BY status <> 'active', updated_at DESC, item_id LIMIT $2",
                 stream_id,
                 MAX_COPIES + 1,
             )
-            found[stream_id] = tuple(
-                Copy(
-                    item_id=r["item_id"],
-                    kind=r["kind"],
-                    key=r["key"],
-                    title=r["title"],
-                    content=r["content"],
-                    pinned=r["pinned"],
-                    tags=tuple(r["tags"]),
-                    sources=tuple(r["sources"]),
-                    expires_at=r["expires_at"],
-                    disabled=r["status"] == "disabled",
-                )
-                for r in rows
-            )
+            found[stream_id] = tuple(_copy(r) for r in rows)
         return found
+
+    async def one(self, stream_id: str, item_id: str) -> tuple[Copy, ...]:
+        """A move's memory, when its stream holds it active and unexpired (else none)."""
+        row = await self._pool.fetchrow(
+            f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 AND item_id = $2 "
+            "AND status = 'active' AND content IS NOT NULL "
+            "AND (expires_at IS NULL OR expires_at > now())",
+            stream_id,
+            item_id,
+        )
+        return () if row is None else (_copy(row),)
+
+
+def _copy(r: asyncpg.Record) -> Copy:
+    return Copy(
+        item_id=r["item_id"],
+        kind=r["kind"],
+        key=r["key"],
+        title=r["title"],
+        content=r["content"],
+        pinned=r["pinned"],
+        tags=tuple(r["tags"]),
+        sources=tuple(r["sources"]),
+        expires_at=r["expires_at"],
+        disabled=r["status"] == "disabled",
+        revision=r["revision"],
+        author=r["author"],
+    )

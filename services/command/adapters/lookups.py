@@ -61,7 +61,7 @@ class Lookups:
             return copies
         now = ((c, source.items.get(c.item_id)) for c in copies)
         return tuple(
-            c if i is None else replace(c, disabled=i.status == "disabled")
+            c if i is None else replace(c, disabled=i.status == "disabled", revision=i.revision)
             for c, i in now
             if i is None or i.status in ("active", "disabled")
         )
@@ -128,30 +128,44 @@ class BatchLookups:
     async def _copies(
         self, envelopes: list[CommandEnvelope], appended_at: Mapping[CommandKey, float | None]
     ) -> tuple[dict[CommandKey, tuple[Copy, ...]], frozenset[CommandKey], dict[CommandKey, str]]:
-        """The source memories of each promotion (the token's session) and fork (the
-        session the token's session forks), and the commands whose source the projector
-        had not caught up with in time. A token that grants no source finds none; the
-        command is then refused when it is decided."""
+        """The source memories of each promotion (the token's session), fork (the
+        session the token's session forks) and move (its one memory, in the scope it
+        moves from), and the commands whose source the projector had not caught up with
+        in time. A token that grants no source finds none; the command is then refused
+        when it is decided."""
         if self.sources is None:
             return {}, frozenset(), {}
         wanted: dict[CommandKey, str] = {}
+        moved: dict[CommandKey, str] = {}  # a move's item
         for env in envelopes:
-            if env.type in ("PromoteSession", "ForkSession"):
+            if env.type in ("PromoteSession", "ForkSession", "MoveMemory"):
                 source = self._source(env, appended_at.get(command_key(env)))
-                if source is not None:
+                item_id = env.payload.get("item_id")
+                if source is not None and (env.type != "MoveMemory" or isinstance(item_id, str)):
                     wanted[command_key(env)] = source
+                    if isinstance(item_id, str) and env.type == "MoveMemory":
+                        moved[command_key(env)] = item_id
         if wanted and self.projection is not None:
             where = {partition_for(s, self.partitions) for s in wanted.values()}
             if not await self.projection.caught_up(where):
                 return {}, frozenset(wanted), wanted
-        found = await self.sources.active(set(wanted.values()))
-        return {key: found[source] for key, source in wanted.items()}, frozenset(), wanted
+        found = await self.sources.active({s for k, s in wanted.items() if k not in moved})
+        for key, item_id in moved.items():
+            found[f"{wanted[key]}\x1f{item_id}"] = await self.sources.one(wanted[key], item_id)
+        copies = {
+            key: found[f"{source}\x1f{moved[key]}" if key in moved else source]
+            for key, source in wanted.items()
+        }
+        return copies, frozenset(), wanted
 
     def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:
             principal: Principal = self.verifier.verify(env.token, at=at)
             if env.type == "PromoteSession":
                 return principal.stream("session")
+            if env.type == "MoveMemory":
+                choice = env.payload.get("from_scope", "private")
+                return principal.stream(choice) if isinstance(choice, str) else None
         except (AuthError, ScopeError):
             return None
         return (

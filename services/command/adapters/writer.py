@@ -24,6 +24,7 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from contracts import topics
+from contracts.commands import MoveMemory
 from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import TokenVerifier
@@ -52,6 +53,7 @@ from services.command.answers import (
     poisoned,
     refused,
 )
+from services.command.copies import moved_forget
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
 from services.command.origin import made_by
@@ -249,6 +251,8 @@ class PartitionWriter:
             ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master, copies)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
+            if env.type == "ForgetMemory" and env.payload.get("moved_to"):  # see copies.move
+                log.warning("move_left_source", stream_id=env.stream_id, why=exc.code)
             await self._reply(d, refused(env, exc))
             cleanup.discard.append(own)  # its key sealed nothing that stays
             return
@@ -268,6 +272,9 @@ class PartitionWriter:
             self.dirty.add(state.stream_id)
         state.record_fingerprint(env.command_id, fingerprint(cmd, self._keys.master))
         await self._reply(d, accepted(env, result, ids))
+        if isinstance(cmd, MoveMemory):  # its forget where it was: in this transaction
+            source = principal.stream(cmd.from_scope)
+            await self._send_command(moved_forget(cmd, env, source, events))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
@@ -360,6 +367,11 @@ class PartitionWriter:
         if holder is None:
             return False
         return stream in {topics.stream_id(holder.org, scope) for scope in holder.scopes}
+
+    async def _send_command(self, env: CommandEnvelope | None) -> None:
+        if env is not None:
+            value = env.model_dump_json().encode()
+            await self._producer.send(topics.COMMANDS, value, key=env.stream_id.encode())
 
     async def _send_reply(self, command_id: str, value: bytes) -> None:
         # Reply readers scan every reply partition, so any one will do: ours avoids
