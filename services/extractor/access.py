@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from services.extractor.links import link_gives_access
 from services.extractor.logins import (
     AUTH_HEADER,
     COMMAND_SECRET,
@@ -25,6 +26,7 @@ from services.extractor.logins import (
     secret_like,
     token_given,
 )
+from services.extractor.phrases import secret_phrase
 
 # What a code alone opens, so "the gate is 4815" gives it (QA: proposed); and what a code
 # opens besides, where a number may be the street's or the floor's ("the house is 120").
@@ -52,8 +54,11 @@ CODE_END = (
 # "pw", "login", a door's "code", a wifi "key", a recovery phrase, a security answer, and
 # the word in other languages were kept; then "passwd", "p@ssword", "pa55word", a PSK, a seed
 # phrase, a backup or confirmation code, an SSN, a sort code, an IBAN, "Kennwort", "hasło".)
+# "pass", "2FA", "MFA" and "OTP" alone are read in ``phrases`` ("a bus pass" and "set up
+# 2FA" were dropped).
 CREDENTIAL_WORDS = re.compile(
-    r"\b(pass(?:word|words|phrase|code)?s?|pwd|pw|logins?|p[a@4]?[s5$]{1,2}[\s-]?w[o0]?r?ds?|"
+    r"\b(pass(?:word|words|phrase|code)s?|pass[\s-](?:phrase|code)s?|pwd|pw|logins?|"
+    r"p[a@4]?[s5$]{1,2}[\s-]?w[o0]?r?ds?|"
     r"p-?words?|"
     rf"(?:{OPENABLE}|entry|access|unlock|wifi|wi-fi|key)\s?codes?|unlock\s+(?:pattern|gesture)s?|"
     r"recovery\s+(?:phrase|words?|key)s?|security\s+(?:answer|question)s?|"
@@ -65,10 +70,10 @@ CREDENTIAL_WORDS = re.compile(
     r"access[\s_-]?keys?|secret(?:s|[\s_-]?keys?)?|private[\s_-]?keys?|ssh[\s_-]?keys?|"
     r"psks?|pre[\s-]?shared[\s-]?keys?|"
     r"(?:auth|access|bearer|api|refresh|session)?[\s_-]?tokens?|credentials?|"
-    r"otp|2fa|mfa|one[\s-]time[\s-](?:code|password)s?|"
+    r"one[\s-]time[\s-](?:code|password)s?|"
     r"(?:recovery|backup|confirmation|verification|authentication|auth|login|sms|reset|"
-    r"activation|security)[\s-]codes?|"
-    r"seed[\s-](?:phrase|words?)s?|mnemonic|cvv|cvc|"
+    r"activation|security|scratch)[\s-]codes?|"
+    r"(?:seed|wallet|restore)[\s-](?:phrase|words?|sentence)s?|bip[\s-]?39|mnemonic|cvv|cvc|"
     r"ssns?|social[\s-]security\s+(?:numbers?|nos?)|ibans?|sort[\s-]codes?|"
     r"routing\s+numbers?|(?:bank\s+)?account\s+(?:numbers?|nos?))\b",
     re.IGNORECASE,
@@ -134,6 +139,9 @@ SECRET_SHAPES = re.compile(
 # run from each place in it took time quadratic in its length (QA, a security review:
 # a 20,000-character turn held the extractor's loop for 1.4 s).
 OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
+# A git commit's hash is no key ("the fix is in commit 3f9a…" was dropped at forty digits).
+COMMIT_HASH = re.compile(r"[0-9a-f]{7,40}")
+COMMITTED = re.compile(r"\b(?:commits?|revision|rev|sha-?1?)\W{1,3}$", re.IGNORECASE)
 # A code given as what opens something: a safe's combination, "the gate opens with 7788",
 # "enter 4815 to unlock" (QA: the first two were proposed). A combination is one where it is
 # given something: "my locker combination changed last week" gives none (QA: dropped).
@@ -198,33 +206,6 @@ OPENS_WITH = re.compile(
     rf"\b{OPENS}\s+(?:with|using|via)\s+(?P<value>[^\s,;]+)",
     re.IGNORECASE,
 )
-# With a scheme, or "www.", or a bare host with a path ("example.com/reset?code=1"). A bare
-# host starts where no host precedes it: tried from each label of a long dotted run
-# ("a.a.a…"), it took time quadratic in its length (a 20,000-character turn took 5 s).
-URL = re.compile(
-    r"\b(?:https?|ftp)://\S+|\bwww\.\S+|"
-    r"(?<![\w-])(?<![\w-]\.)[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}/\S*",
-    re.IGNORECASE,
-)
-# Links whose path invites someone in: invitations (QA: "/invitations/" was kept), shares,
-# resets, magic links.
-ACCESS_PATH = re.compile(
-    r"/(?:invite|invites|invited|invitations?|join|share|shared|s|j|w|reset|magic|token|auth|"
-    r"oauth|login|signin|sso|verify|activate|unlock|meetup-join)\b",
-    re.IGNORECASE,
-)
-# Links that let whoever holds them into a meeting, a call or a group chat, read against the
-# host and the path together (QA: "meet.google.com/abc-defg-hij" was tested against the
-# path alone, which never holds the host, so a Meet link was kept).
-MEETING_LINK = re.compile(
-    r"(?:[\w-]+\.)*(?:meet\.google\.com/[\w-]|zoom\.us/(?:j|my|s|w|wc)/|zoomgov\.com/j/|"
-    r"teams\.microsoft\.com/l/meetup-join|teams\.live\.com/meet/|webex\.com/(?:meet|join)|"
-    r"whereby\.com/[\w-]|meet\.jit\.si/[\w-]|meet\.goto\.com/|"
-    r"gotomeeting\.com/join|bluejeans\.com/\d|chime\.aws/\d|join\.skype\.com/|"
-    r"discord\.gg/|discord\.com/invite|chat\.whatsapp\.com/|join\.slack\.com/|"
-    r"t\.me/(?:\+|joinchat))",
-    re.IGNORECASE,
-)
 
 
 # What is said outright, wherever it stands; and what is looked for only where the character
@@ -235,7 +216,7 @@ SAID_WITH = ((USERINFO, "@"), (COMMAND_SECRET, "-"))
 
 
 def gives_access(text: str) -> bool:
-    """True when the text names a credential or carries one (key, token, access link).
+    """True when the text names a credential or carries one (key, token, seed, access link).
     Read as NFKC (full-width letters are plain ones); a word mixing Latin with Cyrillic or
     Greek letters (a "password" with a Cyrillic "a") counts as one, a look-alike."""
     text = unicodedata.normalize("NFKC", text)
@@ -251,7 +232,7 @@ def gives_access(text: str) -> bool:
         return True
     if NON_LATIN.search(text) and any(_mixes_scripts(w) for w in WORDS.findall(text)):
         return True
-    return any(_access_link(m.group(0)) for m in URL.finditer(text))
+    return secret_phrase(text) or link_gives_access(text)
 
 
 def _names_credential(text: str) -> bool:
@@ -305,21 +286,16 @@ def _mixes_scripts(word: str) -> bool:
 
 
 def _opaque(text: str) -> bool:
-    return any(
-        DIGIT.search(run.group(0)) and LETTER.search(run.group(0))
-        for run in OPAQUE_RUN.finditer(text)
-    )
+    return any(_opaque_run(text, run) for run in OPAQUE_RUN.finditer(text))
+
+
+def _opaque_run(text: str, run: re.Match[str]) -> bool:
+    word = run.group(0)
+    if not (DIGIT.search(word) and LETTER.search(word)):
+        return False
+    before = text[max(0, run.start() - 12) : run.start()]
+    return not (COMMIT_HASH.fullmatch(word) and COMMITTED.search(before))
 
 
 def _framed_answer(text: str) -> bool:
     return bool(FIRST_THING.search(text) and FRAMED.search(text))
-
-
-def _access_link(url: str) -> bool:
-    """A link with credentials, a query or fragment (signatures, codes), an invite path, or
-    one of a meeting service's."""
-    rest = url.split("://", 1)[-1]
-    host, _, path = rest.partition("/")
-    if "@" in host or "?" in rest or "#" in rest or ACCESS_PATH.search("/" + path):
-        return True
-    return bool(MEETING_LINK.match(rest))

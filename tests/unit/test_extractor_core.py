@@ -553,3 +553,215 @@ def test_a_secret_assigned_to_a_name_that_says_so_gives_access(text: str) -> Non
 ])
 def test_a_name_that_holds_no_secret_is_a_fact(text: str) -> None:
     assert not gives_access(text)
+
+
+TWELVE_WORDS = "apple banana cherry dog egg fig grape hat ice jam kite lemon"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A passphrase said in words, not as one token.
+        "the wifi passphrase is correct horse battery staple",
+        "our vault passphrase: purple monkey dishwasher",
+        "the wifi password is banana split forever",
+        "The pass phrase is red green blue yellow",
+        "the pass-phrase: purple monkey dishwasher",
+        "The passcode is tiger lily",
+        "Use correct horse battery staple as the passphrase",
+        "The router's password reads banana split forever",
+        "The wifi phrase is correct horse battery staple",
+        # "pass" alone, given a value, after a login's word or before a secret's shape.
+        "My pass is banana split forever",
+        "the wifi pass is banana split forever",
+        "pass: purple monkey dishwasher",
+        "user/pass ana and banana",
+        "root pass toor",
+        "the pass Tr0ub4dor&3 opens it",
+        "Forget the bus pass; my pass is hunter two",
+    ],
+)
+def test_a_passphrase_said_in_words_gives_access(text: str) -> None:
+    """Seed 002: never keep passwords; a passphrase of plain words is one."""
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A file or a folder shared by its link.
+        "https://drive.google.com/file/d/1AbCdEf/view?usp=sharing",
+        "docs.google.com/document/d/abcdefgh/edit",
+        "https://docs.google.com/spreadsheets/d/abcdefgh",
+        "https://drive.google.com/drive/folders/abcdefgh",
+        "https://www.dropbox.com/s/abc123/file.pdf",
+        "dropbox.com/sh/abc123/xyz",
+        "https://www.dropbox.com/scl/fi/abc/file.pdf?rlkey=xyz&dl=0",
+        "https://1drv.ms/f/s!AbCdEf",
+        "https://app.box.com/s/abc123",
+        "https://acme.app.box.com/s/abc123",
+        "https://acme.sharepoint.com/:w:/g/personal/ana/EAbc",
+        "https://we.tl/t-AbCdEf",
+        "https://photos.app.goo.gl/AbCdEf",
+        "https://calendar.google.com/calendar/ical/ana%40example.com/private-5f2c1e9a8b7d6c4e/basic.ics",
+        "https://hooks.slack.com/services/T000/B000/XXXX",
+        # A query that signs or authorises, with a path or without.
+        "https://example.com/file?token=abc",
+        "example.com?token=abc",
+        "https://bucket.s3.amazonaws.com/obj?X-Amz-Signature=abc",
+        "https://api.example.com/v1?key=abc",
+        "https://cdn.example.com/v.mp4?sig=abc&se=2030",
+        "https://api.example.com/cb#access_token=abc",
+        "the report is at /files/r.pdf?signature=abc",
+        # Invitations, and a link said to open to whoever holds it.
+        "https://join.slack.com/t/acme/shared_invite/zt-abc",
+        "https://www.figma.com/team_invite/redeem/abc",
+        "https://www.figma.com/invite/abc",
+        "https://www.notion.so/invite/abc",
+        "https://miro.com/welcomeonboard/abc",
+        "Anyone with the link can edit: https://example.com/board",
+        "anyone with the link can view docs.example.com/board",
+        "The share link is https://example.com/b/roadmap",
+        "The invite link: acme.com/team",
+    ],
+)
+def test_a_link_shared_with_whoever_holds_it_gives_access(text: str) -> None:
+    """Seed 002: never keep links that give access; a share link is one."""
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "otpauth://totp/Acme:ana?secret=JBSWY3DPEHPK3PXP&issuer=Acme",
+        "otpauth-migration://offline?data=CjEKCkhlbGxv",
+        "2FA secret: JBSWY3DPEHPK3PXP",
+        "the TOTP seed is JBSWY3DPEHPK3PXP",
+        "authenticator key JBSW Y3DP EHPK 3PXP",
+        "Google Authenticator: jbsw y3dp ehpk 3pxp",
+        "the MFA seed is JBSWYDPEHPKPXPAB",
+        "totp JBSWY3DPEHPK3PXP",
+        "the OTP is 482913",
+        "MFA code 482913",
+        "two-factor code: 482 913",
+        "backup codes: 1234-5678 9012-3456",
+        "2FA backup codes are 1234 5678 and 9012 3456",
+        "Ana's scratch codes: 12345678 87654321",
+        "The GitHub recovery codes: a1b2c-3d4e5 f6g7h-8i9j0",
+    ],
+)
+def test_a_second_factors_seed_or_codes_give_access(text: str) -> None:
+    """Whoever has the seed of a 2FA app or its backup codes has the second factor."""
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"my seed phrase is {TWELVE_WORDS}",
+        f"recovery phrase: {TWELVE_WORDS}",
+        "the mnemonic is apple banana cherry dog",
+        "my secret recovery phrase is apple banana cherry",
+        "my seed is apple banana cherry dog",
+        f"my seed is {TWELVE_WORDS}",
+        f"the wallet words are {TWELVE_WORDS}",
+        f"metamask: {TWELVE_WORDS}",
+        f"{TWELVE_WORDS} is my bitcoin wallet",
+        f"The Ledger backup: {' '.join(f'{n}. {w}' for n, w in enumerate(TWELVE_WORDS.split()))}",
+        f"wallet: {', '.join(2 * TWELVE_WORDS.split())}",
+        "the BIP39 words are apple banana cherry",
+    ],
+)
+def test_a_wallets_seed_phrase_gives_access(text: str) -> None:
+    """Whoever has a wallet's seed phrase has the wallet."""
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Dropped before, and no secret.
+        "Ana has a bus pass",
+        "the piano key of C major",
+        "the fix is in commit 3f9c2ab",
+        "commit a1b2c3d4e5f6",
+        "The fix landed in commit 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e3f9a1c7e.",
+        "Revert sha 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e3f9a1c7e first.",
+        "Ana's boarding pass is on her phone.",
+        "The tests pass on CI.",
+        "Please pass the salt.",
+        "The mountain pass is closed in winter.",
+        "Bob set up 2FA for everyone.",
+        "2FA is required for admins.",
+        "OTP codes arrive by SMS.",
+        # Ordinary facts near these words.
+        "Ana changed the wifi router.",
+        "The password policy needs 12 characters.",
+        "We share the drive folder with the design team.",
+        "The seed round closed in May.",
+        "Recovery took two weeks.",
+        "We enforce MFA on all admin accounts.",
+        "Ana uses an authenticator app.",
+        "Ana set up two-factor authentication yesterday.",
+        "Bob turned on 2-step verification last week.",
+        "The TOTP window is 30 seconds.",
+        "The random seed is 42.",
+        "The wallet is brown leather.",
+        "The crypto team meets on Fridays.",
+        "The design doc is on Google Drive.",
+        "Share the Dropbox folder with Bob.",
+        "The recovery plan has three phases.",
+        "The backup runs nightly at 2am.",
+        "The invite link goes out on Monday.",
+        "Anyone with the link can comment on the draft.",
+        "Bob bought a season pass for the ski resort.",
+        "We moved the passphrase rules into the security wiki.",
+        "Our share of the market grew.",
+        "Read https://example.com/blog/private-equity first.",
+    ],
+)
+def test_facts_near_passes_seeds_factors_and_shares_give_no_access(text: str) -> None:
+    assert not gives_access(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The value 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e3f9a1c7e",  # a hash with no commit
+        "commit AbC123dEf456GhI789jKl012",  # not a commit's hash
+        "the bus pass code is 4815",
+    ],
+)
+def test_near_misses_of_the_exceptions_still_give_access(text: str) -> None:
+    assert gives_access(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pass " * 4_000, False),
+        ("bus pass is " * 1_700, False),
+        ("user " * 3_999 + "pass", True),
+        ("2fa " * 5_000, False),
+        ("2fa key " * 2_500, False),
+        ("totp " + "abcd " * 4_000, False),
+        ("otp " + "1 " * 10_000, True),
+        ("otpauth:/" * 2_200, False),
+        ("wallet " + "apple the " * 2_000, False),
+        ("seed is " * 2_500, False),
+        ("?" + "a" * 20_000, False),
+        ("&a" * 10_000, False),
+        ("?a=" * 6_600, False),
+        ("anyone with the link " + "a." * 10_000, False),
+        ("share link " * 1_800, False),
+        ("https://" + "a." * 10_000 + "dropbox.com", False),
+        ("https://docs.google.com/" + "a/" * 10_000, False),
+        ("https://x.com/" + "invi" * 5_000, False),
+        ("commit " + "a1" * 10_000, True),
+        ("commit 3f9a1c7e5b2d4f6a8c0e1b3d " * 700, False),
+    ],
+)
+def test_a_long_turn_of_this_rounds_shapes_is_read_through(text: str, expected: bool) -> None:
+    """Each pattern is linear in the turn: a 20,000-character turn of its own words
+    completes (in milliseconds; a quadratic one would take seconds)."""
+    assert gives_access(text[:20_000]) is expected

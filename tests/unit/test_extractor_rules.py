@@ -541,3 +541,45 @@ def test_a_statement_that_gives_a_named_thing_a_value_is_keyed_by_its_name(
     made no keys)."""
     [candidate] = rule_candidates(message)
     assert candidate.key == key
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Remember that the wifi phrase is correct horse battery staple.",
+        "Remember that the TOTP seed is JBSWY3DPEHPK3PXP.",
+        "Remember that authenticator key JBSW Y3DP EHPK 3PXP is for the admin account.",
+        "Remember that my seed is apple banana cherry dog egg fig grape hat ice jam kite lemon.",
+        "Remember that the contracts are at dropbox.com/sh/abc123/xyz",
+        "Remember that the roadmap is docs.google.com/document/d/abcdefgh/edit",
+        "Remember that anyone with the link can edit https://example.com/board",
+    ],
+)
+def test_passphrases_seeds_and_share_links_are_never_proposed(message: str) -> None:
+    """Each was proposed. A rule finds a candidate in each; the filter drops it."""
+    assert rule_candidates(message)
+    assert extract(message) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Remember that Ana has a bus pass.", [("fact", "Ana has a bus pass.")]),
+        ("Remember that the tests pass on CI.", [("fact", "The tests pass on CI.")]),
+        ("Remember that Bob set up 2FA for everyone.", [("fact", "Bob set up 2FA for everyone.")]),
+        ("Remember that OTP codes arrive by SMS.", [("fact", "OTP codes arrive by SMS.")]),
+        (
+            "Remember that the fix is in commit 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e3f9a1c7e.",
+            [("fact", "The fix is in commit 3f9a1c7e5b2d4f6a8c0e1b3d5f7a9c1e3f9a1c7e.")],
+        ),
+        (
+            "Remember that the seed round closed in May.",
+            [("fact", "The seed round closed in May.")],
+        ),
+    ],
+)
+def test_a_pass_2fa_and_a_commit_that_open_nothing_are_kept(
+    message: str, expected: list[tuple[str, str]]
+) -> None:
+    """Each was dropped as a secret: a ticket, a verb, a policy and a commit's hash."""
+    assert extract(message) == expected
