@@ -278,7 +278,9 @@ class UnlinkMemory(ItemCommand):
 
 # What a proposal on a teammate's memory may change (seed 004: its text, its status, and
 # what an update may change alone, the pin).
-ProposableChange = Literal["correct", "archive", "unarchive", "pin", "unpin", "disable", "enable"]
+ProposableChange = Literal[
+    "correct", "archive", "unarchive", "pin", "unpin", "disable", "enable", "relabel"
+]
 
 
 class ProposeChange(ItemCommand):
@@ -293,6 +295,15 @@ class ProposeChange(ItemCommand):
     content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT)
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     superseded_by: str | None = Field(default=None, max_length=64)
+    # A 'relabel' proposal's new kind or tags (seed 004's category and tags), as
+    # RelabelMemory's: ``tags`` replaces the memory's.
+    kind: Kind | None = None
+    tags: tuple[str, ...] | None = Field(default=None, max_length=32)
+
+    @field_validator("tags")
+    @classmethod
+    def _short_tags(cls, tags: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if tags is None else short_tags(tags)
 
     @model_validator(mode="after")
     def _fits_the_change(self) -> ProposeChange:
@@ -300,6 +311,9 @@ class ProposeChange(ItemCommand):
             raise ValueError("content is what a 'correct' proposal needs, and only it")
         if self.superseded_by is not None and self.change != "archive":
             raise ValueError("superseded_by belongs to an 'archive' proposal")
+        relabels = self.kind is not None or self.tags is not None
+        if (self.change == "relabel") != relabels:
+            raise ValueError("kind or tags are what a 'relabel' proposal needs, and only it")
         return self
 
 

@@ -177,6 +177,9 @@ class ChangeProposed(Event):
     superseded_by: str | None = None
     # The reason, sealed under the item's key: a forget shreds it with the memory's text.
     reason_sealed: Sealed | None = None
+    # A 'relabel' proposal's kind, and its tags (a JSON list, sealed under the item's key).
+    kind: Kind | None = None
+    tags: Sealed | None = None
 
 
 class ProposalResolved(Event):

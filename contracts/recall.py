@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from contracts.commands import MAX_CANDIDATES_PER_RUN, ProposableChange
+from contracts.commands import MAX_CANDIDATES_PER_RUN, Kind, ProposableChange
 from contracts.envelope import MadeBy
 from contracts.text import postgres_text
 
@@ -192,6 +192,9 @@ class ProposalView(BaseModel):
     title: str | None
     content: str | None  # a correction's text; None for the other changes, or forgotten
     superseded_by: str | None
+    # A relabel's new kind and tags (tags None: kept, or forgotten with the memory).
+    kind: Kind | None = None
+    tags: list[str] | None = None
     reason: str | None  # None once the memory is forgotten (its words about it go too)
     proposer: str
     proposer_agent: str | None = None  # the agent that proposed it for its member, if one did

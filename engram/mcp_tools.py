@@ -243,7 +243,7 @@ def build_server(
         scope: Scope | None = None,
     ) -> dict[str, Any]:
         """Correct an existing memory by ID: its text, only its pin, or only its kind and
-        tags; for a teammate's, propose a new text or pin. Only scope moves one of your
+        tags; for a teammate's, propose the change, with a reason. Only scope moves one of your
         memories into another of your scopes (a person's, not an agent's; it gets a new
         id)."""
         relabel = kind is not None or tags is not None
@@ -262,11 +262,11 @@ def build_server(
         if scope is not None:
             move = {"scope": scope, "from_scope": current, "base_revision": revision}
             return dict(await api.command(memory_path(id, "move"), move))
-        if relabel:  # no proposal changes these: the memory's author does
+        if relabel:  # on a teammate's memory, a proposal of them
             body = _present(
                 {"base_revision": revision, "scope": current, "kind": kind, "tags": tags}
             )
-            return dict(await api.command(memory_path(id, "relabel"), body))
+            return await _or_propose(api, id, "relabel", body, reason)
         if pinned is not None:
             change = "pin" if pinned else "unpin"
             return await _or_propose(api, id, change, {"scope": current}, reason)
@@ -377,6 +377,8 @@ async def _or_propose(
         "scope": "shared",
         "content": body.get("content"),
         "superseded_by": body.get("superseded_by"),
+        "kind": body.get("kind"),
+        "tags": body.get("tags"),
     }
     answer = await api.command(memory_path(item_id, "propose"), _present(proposal))
     return {**answer, "status": "proposed"}  # the memory itself is unchanged

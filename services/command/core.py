@@ -48,11 +48,10 @@ from services.command.rules import (
     holder_revised,
     inherited,
     labelled,
-    labels_of,
     new_revision,
+    relabeled,
     replaced_on_confirm,
     revises_holder,
-    sealed_labels,
     status_change,
     superseded_by,
     transition,
@@ -294,20 +293,9 @@ def _relabel(state: StreamState, cmd: c.RelabelMemory, ctx: Context) -> list[Eve
     changes, as a pin to the pin it has)."""
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision)
-    check_owner(item, ctx, proposable=False)  # QA: the refusal said to propose
-    old = labels_of(item, ctx)
-    kind = cmd.kind or item.kind
-    tags = old.tags if cmd.tags is None else cmd.tags
-    if kind == item.kind and tags == old.tags:
-        return []
-    return [
-        MemoryRelabeled(
-            item_id=item.item_id,
-            revision=item.revision + 1,
-            kind=kind,
-            labels=sealed_labels(item.item_id, old.model_copy(update={"tags": tags}), ctx),
-        )
-    ]
+    check_owner(item, ctx)  # a teammate proposes it (change "relabel")
+    relabel = relabeled(item, cmd.kind, cmd.tags, ctx)
+    return [] if relabel is None else [relabel]
 
 
 def _pin(state: StreamState, cmd: c.PinMemory, ctx: Context) -> list[Event]:

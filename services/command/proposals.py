@@ -1,9 +1,11 @@
 """Proposals on a teammate's shared memory (seed 004): propose, then the author or an admin
 merges or rejects, or the proposer withdraws. Merging re-checks the memory's revision and
-the proposal's age; nothing is ever rebased."""
+the proposal's age; nothing is ever rebased. A proposal changes the text, the pin, the
+status, or the kind and tags (``relabel``)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from contracts import commands as c
@@ -29,6 +31,7 @@ from services.command.rules import (
     check_superseded_by,
     find_item,
     is_teammates,
+    relabeled,
     superseded_by_error,
     transition,
 )
@@ -76,6 +79,8 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
             content_hash=ctx.content_hash(cmd.content) if cmd.content is not None else None,
             content_length=len(cmd.content) if cmd.content is not None else None,
             superseded_by=cmd.superseded_by,
+            kind=cmd.kind,
+            tags=ctx.seal(item.item_id, json.dumps(cmd.tags)) if cmd.tags is not None else None,
         )
     ]
 
@@ -86,6 +91,8 @@ def _applies(item: Item, cmd: c.ProposeChange, ctx: Context) -> bool:
     change = cmd.change
     if change == "correct" and cmd.content is not None and not cmd.title:
         return ctx.content_hash(cmd.content) != item.current.content_hash
+    if change == "relabel":
+        return relabeled(item, cmd.kind, cmd.tags, ctx) is not None
     if change == "pin":
         return not item.pinned
     if change == "unpin":
@@ -152,6 +159,10 @@ def merge(state: StreamState, cmd: c.MergeProposal, ctx: Context) -> list[Event]
                 content_length=proposal.content.content_length,
             )
         ]
+    elif proposal.change == "relabel":
+        tags = None if proposal.tags is None else tuple(json.loads(ctx.open(proposal.tags)))
+        relabel = relabeled(item, proposal.kind, tags, ctx)  # None: it has them already
+        change = [] if relabel is None else [relabel]
     elif proposal.change in ("pin", "unpin"):
         change = [
             MemoryPinned(

@@ -10,6 +10,7 @@ from contracts.events import (
     Event,
     Labels,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
@@ -440,3 +441,21 @@ def replaced_on_confirm(state: StreamState, candidate: Item, ctx: Context) -> li
             check_owner(item, ctx)
             events.append(superseded_by(item, candidate.item_id))
     return events
+
+
+def relabeled(
+    item: Item, kind: str | None, tags: tuple[str, ...] | None, ctx: Context
+) -> MemoryRelabeled | None:
+    """Another kind or other tags, a new revision with the same text (a relabel, or a
+    merged proposal of one): None when the memory has them already. ``tags`` replaces the
+    memory's; None keeps them, as a kind of None keeps its kind."""
+    old = labels_of(item, ctx)
+    new_kind, new_tags = kind or item.kind, old.tags if tags is None else tags
+    if (new_kind, new_tags) == (item.kind, old.tags):
+        return None
+    return MemoryRelabeled(
+        item_id=item.item_id,
+        revision=item.revision + 1,
+        kind=new_kind,
+        labels=sealed_labels(item.item_id, old.model_copy(update={"tags": new_tags}), ctx),
+    )

@@ -109,6 +109,8 @@ class Proposal:
     status: ProposalStatus = "pending"
     content: Revision | None = None  # a correction's sealed text
     superseded_by: str | None = None
+    kind: str | None = None  # a relabel's new kind
+    tags: Sealed | None = None  # a relabel's new tags, a sealed JSON list
 
 
 @dataclass
@@ -381,7 +383,7 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     item.key_hash, item.labels = None, None
     for proposal in (state.proposals or {}).values():  # its proposals' text goes too
         if proposal.item_id == e.item_id:
-            proposal.content = None
+            proposal.content, proposal.tags = None, None
             if proposal.status == "pending":
                 proposal.status = "outdated"
     for source in state.linked or ():  # the stream's own links to it go too
@@ -409,12 +411,14 @@ def _proposed(state: StreamState, e: ChangeProposed) -> None:
         proposed_at=e.proposed_at,
         content=content,
         superseded_by=e.superseded_by,
+        kind=e.kind,
+        tags=e.tags,
     )
 
 
 def _resolved(state: StreamState, e: ProposalResolved) -> None:
     proposal = (state.proposals or {})[e.proposal_id]
-    proposal.status, proposal.content = e.status, None  # its text is spent
+    proposal.status, proposal.content, proposal.tags = e.status, None, None  # spent
 
 
 def _pruned(state: StreamState, e: RevisionsPruned) -> None:

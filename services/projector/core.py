@@ -43,6 +43,7 @@ class Opened:
     title: str | None
     reason: str | None = None  # a proposal's or a rejection's, sealed
     labels: Labels | None = None  # a new memory's key, tags and sources
+    tags: tuple[str, ...] | None = None  # a relabel proposal's
 
 
 def org_scope(stream_id: str) -> tuple[str, str]:
@@ -234,6 +235,8 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
                     event.proposer,
                     event.proposed_at,
                     env.actor.agent if env.made_by == "agent" else None,
+                    event.kind,
+                    None if opened.tags is None else list(opened.tags),
                 ),
             )
         ]

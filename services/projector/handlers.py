@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from contracts.envelope import EventHeader
 from contracts.events import (
+    ChangeProposed,
     Event,
     Labels,
     MemoryForgotten,
@@ -305,6 +306,7 @@ def _sealed(event: Event) -> list[Sealed]:
         getattr(event, "title", None),
         getattr(event, "reason_sealed", None),
         getattr(event, "labels", None),
+        getattr(event, "tags", None),
     )
     return [f for f in fields if isinstance(f, Sealed)]
 
@@ -328,7 +330,22 @@ def _open(event: Event, keys: dict[str, bytes]) -> Opened:
         title=one(getattr(event, "title", None)),
         reason=one(getattr(event, "reason_sealed", None)),
         labels=_labels(event, one),
+        tags=_proposed_tags(event, one),
     )
+
+
+def _proposed_tags(
+    event: Event, one: Callable[[Sealed | None], str | None]
+) -> tuple[str, ...] | None:
+    """A relabel proposal's tags, opened; None where there are none, they are shredded, or
+    they do not read as a list of tags (the log says so)."""
+    if not isinstance(event, ChangeProposed) or (text := one(event.tags)) is None:
+        return None
+    try:
+        return tuple(TypeAdapter(list[str]).validate_json(text))
+    except ValidationError as exc:
+        log.error("sealed_tags_unreadable", item_id=event.item_id, error=str(exc)[:300])
+        return None
 
 
 def _labels(event: Event, one: Callable[[Sealed | None], str | None]) -> Labels | None:

@@ -267,6 +267,22 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
         linked = await mcp.call_tool("memory__update", {  # QA: the links were dropped
             "id": saved["item_id"], "kind": "fact", "related_ids": [saved["item_id"]]})
         assert linked.is_error and "memory__link" in str(linked.content)
+        shared = await call(mcp, "memory__remember", content="Retros are on Fridays.",
+                            scope="shared")
+        await eventually(lambda: readable_by(mcp, shared["item_id"]), what="shared readable")
+    bob = caller(ana.org, member="bob")
+    async with Client(build_server(bob.token, services["command"], services["recall"])) as mcp:
+        # A teammate's memory: the kind and tags are proposed, with a reason (seed 004).
+        no_reason = await mcp.call_tool("memory__update", {"id": shared["item_id"],
+                                                           "kind": "decision"})
+        assert no_reason.is_error and "give a reason" in str(no_reason.content)
+        proposed = await call(mcp, "memory__update", id=shared["item_id"], kind="decision",
+                              tags=["rituals"], reason="the team decided it")
+        assert (proposed["status"], proposed["proposal_status"]) == ("proposed", "pending")
+
+
+async def readable_by(mcp: Client, item_id: str) -> bool:
+    return not (await mcp.call_tool("memory__get", {"id": item_id})).is_error
 
 
 async def test_memory_update_with_only_a_scope_moves_the_memory(services: dict[str, str]) -> None:

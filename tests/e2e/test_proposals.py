@@ -187,6 +187,45 @@ async def test_a_teammate_proposes_a_pin_and_a_disable(services: dict[str, str])
         assert merged.json()["status"] == "disabled"
 
 
+async def test_a_teammate_proposes_another_kind_and_tags(services: dict[str, str]) -> None:
+    """Seed 004: an update that changes only a teammate's memory's category or tags is a
+    proposal too; the reviewer reads the proposed kind and tags, and a forget takes the
+    tags along, as it takes a correction's text."""
+    saved = anas_shared_memory(services, "Deploys need two approvals.")
+    async with saved as (api, ana, bob, item):
+        direct = await api.post(bob, f"/v1/memories/{item}/relabel", scope="shared",
+                                base_revision=1, kind="decision")
+        assert (direct.status_code, direct.json()["code"]) == (403, "proposal_required")
+        relabel = await api.post(bob, f"/v1/memories/{item}/propose", change="relabel",
+                                 base_revision=1, kind="decision", tags=["release", "ops"],
+                                 reason="it is a team decision")
+        assert relabel.status_code == 200, relabel.text
+        pid = relabel.json()["proposal_id"]
+        review = await api.until(ana, pid, "pending", view="review")
+        assert (review["change"], review["kind"], review["tags"], review["content"]) == (
+            "relabel", "decision", ["release", "ops"], None)
+        merged = await api.post(ana, f"/v1/proposals/{pid}/merge")
+        assert (merged.json()["revision"], merged.json()["proposal_status"]) == (2, "merged")
+
+        async def relabeled() -> dict[str, Any] | None:
+            seen = await api.memory(bob, item)
+            return seen if seen.get("revision") == 2 else None
+
+        seen = await eventually(relabeled, what="the merged relabel in recall")
+        assert (seen["kind"], seen["tags"], seen["content"]) == (
+            "decision", ["release", "ops"], "Deploys need two approvals.")
+
+        again = await api.post(bob, f"/v1/memories/{item}/propose", change="relabel",
+                               base_revision=2, tags=["secret-codename"], reason="rename")
+        assert again.status_code == 200, again.text
+        await api.until(ana, again.json()["proposal_id"], "pending", view="review")
+        r = await api.http.delete(f"{api.command}/v1/memories/{item}", headers=ana.headers,
+                                  params={"scope": "shared"})
+        assert r.status_code == 200, r.text
+        gone = await api.until(ana, again.json()["proposal_id"], "outdated", view="review")
+        assert gone["tags"] is None and gone["reason"] is None
+
+
 async def test_an_expired_proposal_leaves_thirty_days_after_it_expired(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
     """Seed 004: pending proposals expire after 30 days, and resolved ones leave after

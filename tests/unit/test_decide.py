@@ -16,7 +16,14 @@ from contracts.events import (
     MemoryStatusChanged,
 )
 from services.command.core import Context, decide
-from services.command.errors import Conflict, Forbidden, Gone, InvalidCommand, NotFound
+from services.command.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    InvalidCommand,
+    NotFound,
+    ProposalRequired,
+)
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import labels_of, make_context, unseal
 
@@ -478,13 +485,13 @@ def test_a_relabel_changes_kind_or_tags_in_a_new_revision_and_undo_takes_it_back
         c.RelabelMemory(item_id=saved.item_id, base_revision=4)
 
 
-def test_a_teammates_memory_is_relabeled_by_its_author_or_an_admin_only() -> None:
-    """QA: the refusal said to propose the change, which no proposal can."""
+def test_a_teammates_memory_is_relabeled_by_its_author_or_an_admin_or_a_proposal() -> None:
+    """Seed 004: a teammate's memory changes through a proposal, its kind and tags too."""
     state = StreamState("acme/shared")
     ana = make_context(scope="shared", member="ana")
     [saved] = run(state, c.RememberMemory(content="Deploys on Tuesdays.", scope="shared"), ana)
     ben = make_context(scope="shared", member="ben")
-    with pytest.raises(Forbidden, match="only its author or an admin"):
+    with pytest.raises(ProposalRequired, match="propose the change"):
         run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
                                    scope="shared"), ben)
     admin = make_context(scope="shared", member="cleo", is_admin=True)

@@ -12,6 +12,7 @@ from contracts.events import (
     ChangeProposed,
     Event,
     MemoryPinned,
+    MemoryRelabeled,
     MemoryRevised,
     MemoryStatusChanged,
 )
@@ -19,7 +20,7 @@ from contracts.events import ProposalResolved as Resolved
 from services.command.core import Context, decide
 from services.command.errors import Conflict, Forbidden, InvalidCommand, ProposalRequired
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context, unseal
+from tests.unit.conftest import labels_of, make_context, unseal
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -270,7 +271,7 @@ def test_an_agent_changes_a_shared_fact_only_by_a_proposal_unless_asked_for_ever
                 c.DisableMemory(item_id=item, scope="shared")):
         with pytest.raises(ProposalRequired, match="only when its user's message asks"):
             run(state, cmd, agent)
-    with pytest.raises(Forbidden, match="in person"):
+    with pytest.raises(ProposalRequired, match="only when its user's message asks"):
         run(state, c.RelabelMemory(item_id=item, base_revision=1, kind="decision",
                                    scope="shared"), agent)
     asked = c.CorrectMemory(item_id=item, base_revision=1, content="Standup is at 9:45.",
@@ -285,6 +286,42 @@ def test_an_agent_changes_a_shared_fact_only_by_a_proposal_unless_asked_for_ever
     [pinned, merged] = run(state, c.MergeProposal(proposal_id=proposed.proposal_id,
                                                   scope="shared"), ctx("ana"))
     assert isinstance(pinned, MemoryPinned) and isinstance(merged, Resolved)
+
+
+def test_a_relabel_proposal_changes_the_kind_and_tags_once_merged() -> None:
+    """Seed 004: an update of a teammate's memory that changes only its category or tags
+    is a proposal too. Its tags are sealed under the memory's key, as its labels are."""
+    state = StreamState("acme/shared")
+    item = anas_memory(state)
+    run(state, c.RelabelMemory(item_id=item, base_revision=1, tags=("ops",), scope="shared"),
+        ctx("ana"))
+    with pytest.raises(Conflict, match="does not apply"):
+        propose(state, item, change="relabel", content=None, kind="note", tags=("ops",))
+    pid = propose(state, item, change="relabel", content=None, kind="decision",
+                  tags=("meetings", "ops"))
+    proposed = state.proposals[pid]  # type: ignore[index]
+    assert proposed.kind == "decision" and proposed.tags is not None
+    assert unseal(proposed.tags) == '["meetings", "ops"]'
+    [relabeled, merged] = run(state, c.MergeProposal(proposal_id=pid, scope="shared"),
+                              ctx("ana"))
+    assert isinstance(relabeled, MemoryRelabeled) and isinstance(merged, Resolved)
+    assert (state.items[item].kind, state.items[item].revision) == ("decision", 3)
+    assert labels_of(relabeled).tags == ("meetings", "ops")
+    # Only the kind: the tags stay; a proposal the memory has already merges as nothing.
+    pid = propose(state, item, change="relabel", content=None, kind="fact")
+    run(state, c.RelabelMemory(item_id=item, base_revision=3, kind="decision", scope="shared"),
+        ctx("ana"))  # nothing changes: still revision 3
+    [relabeled, _] = run(state, c.MergeProposal(proposal_id=pid, scope="shared"), ctx("ana"))
+    assert isinstance(relabeled, MemoryRelabeled) and relabeled.kind == "fact"
+    assert labels_of(relabeled).tags == ("meetings", "ops")
+    with pytest.raises(ValueError, match="kind or tags are what a 'relabel'"):
+        c.ProposeChange(item_id=item, base_revision=4, change="relabel", reason="x")
+    with pytest.raises(ValueError, match="kind or tags are what a 'relabel'"):
+        c.ProposeChange(item_id=item, base_revision=4, change="pin", reason="x", kind="fact")
+    # Forgetting the memory voids the proposal and its tags.
+    pid = propose(state, item, change="relabel", content=None, tags=("secret-project",))
+    run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana"))
+    assert state.proposals[pid].tags is None  # type: ignore[index]
 
 
 def test_a_person_changes_its_own_shared_memory_directly_not_by_a_proposal() -> None:

@@ -100,8 +100,8 @@ WHERE source_id = $1 OR (target_id = $1 AND org = $2 AND scope = $3)
 -- name: propose
 INSERT INTO memory.proposals (proposal_id, item_id, org, scope, change, base_revision, title,
                               content, superseded_by, reason, proposer, status, proposed_at,
-                              proposer_agent)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13)
+                              proposer_agent, kind, tags)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15)
 ON CONFLICT (proposal_id) DO NOTHING
 
 -- name: resolve_proposal
@@ -113,7 +113,7 @@ WHERE proposal_id = $1
 -- A forgotten memory's proposals lose their text and reasons; a pending one can never be
 -- merged: it is outdated, as of the forget.
 UPDATE memory.proposals
-SET title = NULL, content = NULL, reason = NULL, resolution_reason = NULL,
+SET title = NULL, content = NULL, reason = NULL, resolution_reason = NULL, tags = NULL,
     resolved_at = CASE WHEN status = 'pending' THEN $2 ELSE resolved_at END,
     status = CASE WHEN status = 'pending' THEN 'outdated' ELSE status END
 WHERE item_id = $1

@@ -172,7 +172,7 @@ LIMIT $3
 -- keep, or NULL for every one.
 SELECT * FROM (
     SELECT p.proposal_id, p.item_id, p.scope, p.change, p.base_revision, p.title, p.content,
-           p.superseded_by, p.reason, p.proposer, p.proposer_agent,
+           p.superseded_by, p.kind, p.tags, p.reason, p.proposer, p.proposer_agent,
            CASE WHEN p.status = 'pending' AND p.proposed_at < now() - make_interval(days => $5)
                 THEN 'expired' ELSE p.status END AS status,
            p.proposed_at, p.resolved_at, p.resolution_reason,
