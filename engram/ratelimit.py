@@ -1,6 +1,6 @@
 """Limits on a caller's rate over HTTP (seed 004: "rate limits protect the shared service").
 
-Each caller (a token's org, member and agent) has a bucket of ``burst`` requests that
+Each caller (a token's org, member, agent and person claim) has a bucket of ``burst`` requests that
 refills at ``rate`` a second; a request finding it empty is refused with 429
 ``rate_limited`` and a ``Retry-After``, before its route runs, so it costs the service
 next to nothing and changes nothing. Each service instance counts on its own. A request
@@ -27,6 +27,9 @@ REFUSED = Counter("engram_rate_limited_total", "HTTP requests refused by a calle
 # (forgetting it changes nothing), so only this many callers each sending within the last
 # ``burst / rate`` seconds could make one be forgotten early.
 MAX_CALLERS = 100_000
+# What a probe or a client reads about the service, not its memory: never limited (QA: a
+# caller's health check with its token was refused once its bucket ran dry).
+UNLIMITED = frozenset({"/health", "/live", "/metrics", "/openapi.json", "/docs", "/redoc"})
 
 
 class Buckets:
@@ -88,16 +91,22 @@ class RateLimit:
         await self.app(scope, receive, send)
 
 
-def _caller(scope: Scope) -> tuple[str, str, str | None] | None:
+def _caller(scope: Scope) -> tuple[str, str, str | None, bool] | None:
+    """Who sends the request, as its route will verify it: the first Authorization header's
+    bearer token, as Starlette's ``headers.get`` reads it (QA: a second, made-up header
+    read here instead let a caller past its limit). A person in an agent's scope (the
+    ``person`` claim) has a bucket of its own beside the agent's."""
     verifier = getattr(getattr(scope.get("app"), "state", None), "verifier", None)
-    if not isinstance(verifier, TokenVerifier):
+    if not isinstance(verifier, TokenVerifier) or scope.get("path") in UNLIMITED:
         return None
-    header = dict(scope["headers"]).get(b"authorization", b"")
+    header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
     scheme, _, token = header.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer":
         return None
     principal = verifier.holder(token.strip())
-    return None if principal is None else (principal.org, principal.member, principal.agent)
+    if principal is None:
+        return None
+    return principal.org, principal.member, principal.agent, principal.person
 
 
 def install_rate_limit(app: FastAPI, common: CommonSettings) -> None:
@@ -111,7 +120,7 @@ async def _refuse(send: Send, wait: float, rate: float) -> None:
         429,
         "Too many requests",
         f"this caller sent more than its {rate:g} requests a second (and its burst); "
-        f"retry after {wait:.2f} s",
+        f"retry after {max(wait, 0.001):.3f} s",
         "rate_limited",
         retry_after_seconds=round(wait, 3),
     )

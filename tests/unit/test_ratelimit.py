@@ -80,8 +80,8 @@ def service(rate: float, burst: int, clock: Clock | None = None) -> FastAPI:
     return app
 
 
-def bearer(**claims: str) -> dict[str, str]:
-    token = mint_token(dev_secret(), org=claims.pop("org", "acme"), **claims)  # type: ignore[arg-type]
+def bearer(**claims: str | bool) -> dict[str, str]:
+    token = mint_token(dev_secret(), org=str(claims.pop("org", "acme")), **claims)  # type: ignore[arg-type]
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -108,6 +108,16 @@ async def test_a_caller_over_its_rate_is_refused_before_the_route_runs() -> None
             assert (await http.get("/work")).status_code == 200
             bad = {"Authorization": "Bearer not-a-token"}
             assert (await http.get("/work", headers=bad)).status_code == 200
+        # The caller is the first Authorization header's, as the route reads it (QA: a
+        # second, made-up one went uncounted); probes are never limited.
+        twice = httpx.Headers([("Authorization", ana["Authorization"]),
+                               ("Authorization", "Bearer x")])
+        assert (await http.get("/work", headers=twice)).status_code == 429
+        assert (await http.get("/health", headers=ana)).status_code == 404  # not a 429
+        assert (await http.get("/work", headers=ana_agent)).status_code == 200
+        assert (await http.get("/work", headers=ana_agent)).status_code == 429
+        person = bearer(member="ana", agent="helper", person=True)
+        assert (await http.get("/work", headers=person)).status_code == 200  # its own
         clock.now = 1.0
         assert (await http.get("/work", headers=ana)).status_code == 200
 
