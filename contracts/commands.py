@@ -242,22 +242,34 @@ class ForgetMemory(ItemCommand):
     reason: str | None = Field(default=None, max_length=500)
     # Erase it only at this revision (stale → 409, nothing erased). None: whatever it holds.
     base_revision: StrictInt | None = Field(default=None, ge=1)
-    # The memory a move copied it into (``MoveMemory`` sends this forget): its text was
-    # moved, not forgotten, so saving it here again needs no ``resave_forgotten``.
-    moved_to: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class MoveMemory(ItemCommand):
     """Move one of your memories into another of your scopes (seed 004: an update that
-    changes its scope). Decided in the scope it moves into (``scope``): a copy of the
-    memory as it is at ``base_revision`` (stale → 409) with an id of its own, its kind,
-    title, key, tags, pin, expiry and sources; then the memory is forgotten where it was
-    (``from_scope``), by a forget that the move's own transaction sends."""
+    changes its scope). Decided in the scope it moves into (``scope``, which a move names
+    always): a copy of the memory as it is at ``base_revision`` (stale → 409) with an id of
+    its own, its kind, title, key, tags, pin, expiry and sources; then the memory is
+    forgotten where it was (``from_scope``), by a ``ForgetMoved`` that the move's own
+    transaction sends."""
 
+    scope: ScopeChoice
     from_scope: ScopeChoice = "private"
     base_revision: StrictInt = Field(ge=1)
     # Move text the target scope forgot before (a save's ``resave_forgotten``).
     resave_forgotten: StrictBool = False
+
+
+class ForgetMoved(ItemCommand):
+    """The writer's, never a caller's: the forget of a moved memory where it was, at the
+    revision the move copied (``MoveMemory``). Its text lives on in the copy (``moved_to``,
+    in ``to_scope``), so the scope does not count it as forgotten text. Refused (the memory
+    changed, or moved or was forgotten first), it undoes the move: the writer sends the
+    forget of the copy (``undo``), whose own refusal undoes nothing further."""
+
+    base_revision: StrictInt = Field(ge=1)
+    moved_to: str = Field(min_length=1, max_length=64)
+    to_scope: ScopeChoice
+    undo: StrictBool = False
 
 
 class LinkMemory(ItemCommand):
@@ -378,6 +390,7 @@ COMMANDS: dict[str, type[Command]] = {
         DismissCandidate,
         ForgetMemory,
         MoveMemory,
+        ForgetMoved,
         ClearMemories,
         LinkMemory,
         UnlinkMemory,

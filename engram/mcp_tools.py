@@ -253,6 +253,8 @@ def build_server(
                 "give the corrected content, or only pinned, or only kind and tags, or only "
                 "scope (to move it): one change a call"
             )
+        if scope is not None and reason:  # QA: dropped without a word
+            raise ToolError("scope moves one of your own memories: no proposal, no reason")
         if (relabel or scope is not None) and related_ids:  # QA: dropped without a word
             raise ToolError(
                 "kind and tags change alone, as scope does: link with memory__link, or give "

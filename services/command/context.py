@@ -66,8 +66,9 @@ class Context:
 
 @dataclass(frozen=True)
 class Copy:
-    """An active or a disabled memory of another stream, in plain text, to copy into this
-    one (a promotion copies the active ones only)."""
+    """A memory of another stream, in plain text, to copy into this one: an active one, or
+    a retracted one for a fork (disabled, or archived since it was), or a move's in any
+    status (which it refuses unless active)."""
 
     item_id: str
     kind: str
@@ -78,6 +79,10 @@ class Copy:
     tags: tuple[str, ...]
     sources: tuple[str, ...]
     expires_at: datetime | None = None  # the copy expires when its source does
-    disabled: bool = False  # a fork copies a retracted fact retracted
     revision: int = 0  # the revision read (a move copies the one its caller saw)
     author: str | None = None  # the member who saved it
+    status: str = "active"
+
+    @property
+    def retracted(self) -> bool:  # a fork copies it retracted (seed 002)
+        return self.status in ("disabled", "archived")

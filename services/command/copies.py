@@ -1,5 +1,5 @@
-"""Promotion and fork (seed 002), and a move (seed 004): another stream's memories copied
-into this one.
+"""Promotion and fork (seed 002): another stream's memories copied into this one (a move's
+copy, ``moves``, too).
 
 The writer reads the source's active memories from the read model (another stream may be
 another partition's) once the projector holds what the log held when the command came,
@@ -9,23 +9,18 @@ its own new key like any saved text. A key this stream holds already takes the s
 text as a new revision; text it holds, or forgot, is not copied again, so promoting twice
 copies nothing the second time. A promotion copies the session's active memories; a fork
 its disabled ones too, disabled (seed 002: learned memory is part of the session's history,
-so a fork takes a copy of it, and a retracted fact stays retracted). A move copies one
-memory of the caller's, at the revision it saw; its forget where it was follows (the writer
-sends it in the move's transaction, ``moved_forget``)."""
+so a fork takes a copy of it, and a retracted fact stays retracted)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection
 
 from contracts import commands as c
-from contracts.envelope import CommandEnvelope
 from contracts.events import Event, MemoryRemembered, MemoryStatusChanged
 from services.command.context import Context, Copy, copy_item_id
-from services.command.errors import Conflict, Forbidden, InvalidCommand, NotFound, NotReadable
+from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.rules import (
     MAX_LABELS,
-    check_not_forgotten,
     expired,
     holder_revised,
     labelled,
@@ -34,15 +29,13 @@ from services.command.rules import (
 )
 from services.command.state import StreamState
 
-MOVES = uuid.UUID("5d0f3c2e-7b1a-4c59-9a8e-2f6d4b1c0e73")  # a move's forget's id namespace
-
 
 def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
     if ctx.session is None:
         raise Forbidden(
             "a promotion copies the token's session into its agent: this token names no session"
         )
-    return _copy_into(state, ctx, kinds=cmd.kinds, retracted=False)
+    return copy_into(state, ctx, kinds=cmd.kinds, retracted=False)
 
 
 def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
@@ -54,81 +47,10 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
         raise Forbidden(
             f"{state.stream_id} has a history already: a fork copies into a new session"
         )
-    return _copy_into(state, ctx, kinds=None, retracted=True)
+    return copy_into(state, ctx, kinds=None, retracted=True)
 
 
-def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
-    """The memory's copy in this scope: refused, copying nothing, when it is not the
-    caller's to move, is not active where it was, moved on from the caller's revision, or
-    this scope holds or forgot its text."""
-    if ctx.is_agent:
-        raise Forbidden("a person moves memories between scopes; an agent saves anew")
-    if cmd.from_scope == cmd.scope:
-        raise InvalidCommand(f"memory {cmd.item_id} is in the {cmd.scope} scope already")
-    if not ctx.copies_ready:
-        raise NotReadable(
-            f"memory {cmd.item_id}'s newest revision is not readable yet (the read model "
-            "trails the log): nothing was moved; try again shortly"
-        )
-    if not ctx.copies:
-        raise NotFound(
-            f"no active memory {cmd.item_id} in your {cmd.from_scope} scope (from_scope)",
-            item_id=cmd.item_id,
-        )
-    [source] = ctx.copies
-    if source.disabled:
-        raise Conflict(f"memory {cmd.item_id} is disabled: enable it to move it")
-    if cmd.from_scope == "shared" and source.author not in (None, ctx.member) and not ctx.is_admin:
-        raise Forbidden(
-            f"memory {cmd.item_id} is {source.author}'s: only its author or an org admin "
-            "moves it out of the shared scope",
-            item_id=cmd.item_id,
-            author=source.author,
-        )
-    if cmd.base_revision != source.revision:
-        raise Conflict(
-            f"memory {cmd.item_id} is at revision {source.revision}, not {cmd.base_revision}",
-            item_id=cmd.item_id,
-            current_revision=source.revision,
-            base_revision=cmd.base_revision,
-        )
-    digest = ctx.content_hash(source.content)
-    check_not_forgotten(state, digest, cmd.resave_forgotten, source.content)
-    holder = state.holding(digest, ctx.now)
-    if holder is not None and holder.status == "active":
-        raise Conflict(
-            f"the {cmd.scope} scope holds this text already, as memory {holder.item_id}: "
-            f"forget memory {cmd.item_id} instead",
-            item_id=holder.item_id,
-        )
-    return _copy_into(state, ctx, kinds=None, retracted=False, resave=cmd.resave_forgotten)
-
-
-def moved_forget(
-    cmd: c.Command, env: CommandEnvelope, source_stream: str, events: list[Event]
-) -> CommandEnvelope | None:
-    """The forget a move sends to the stream it moved from, in its own transaction: of the
-    revision it copied, naming the copy, under the caller's token and an id of its own
-    derived from the move's (None for any other command, or a move that copied nothing)."""
-    if not isinstance(cmd, c.MoveMemory) or not events:
-        return None
-    copy = events[-1].item_id
-    return CommandEnvelope(
-        command_id=str(uuid.uuid5(MOVES, f"{env.stream_id}\x1f{env.command_id}")),
-        type=c.ForgetMemory.__name__,
-        token=env.token,
-        stream_id=source_stream,
-        payload={
-            "item_id": cmd.item_id,
-            "scope": cmd.from_scope,
-            "base_revision": cmd.base_revision,
-            "moved_to": copy,
-            "reason": f"moved to the {cmd.scope} scope as {copy}",
-        },
-    )
-
-
-def _copy_into(
+def copy_into(
     state: StreamState,
     ctx: Context,
     kinds: Collection[str] | None,
@@ -141,7 +63,7 @@ def _copy_into(
             "trails the log): nothing was copied; try again shortly"
         )
     # The active ones first: a key's active fact wins over a retracted one of the key.
-    copies = sorted((s for s in ctx.copies if retracted or not s.disabled), key=_is_disabled)
+    copies = sorted((s for s in ctx.copies if retracted or not s.retracted), key=_is_retracted)
     if len(copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
     held = {  # an expired memory holds its text no longer: a lasting copy takes its place
@@ -162,10 +84,10 @@ def _copy_into(
             ctx.key_hash(source.key) if source.key else None, digest
         ):
             continue  # a person brings a retracted fact back (seed 002; QA: a promotion did)
-        if source.key in keys_done:
+        if source.key in keys_done and not source.retracted:
             continue  # one key holds one fact: the source's first (newest) wins
-        if source.key:
-            keys_done.add(source.key)
+        if source.key and not source.retracted:  # (a retracted fact holds no key: QA, a
+            keys_done.add(source.key)  # fork left one out, and an agent brought it back)
         held.add(digest)
         same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
         if same_key is not None and revises_holder(
@@ -187,17 +109,25 @@ def _copy_into(
         if same_key is not None:  # another kind or lifetime: a memory of its own takes the key
             events.append(superseded_by(same_key, copy_id))
         events.append(_copied(source, copy_id, digest, ctx))
-        if source.disabled:  # only into a new session: no key or text of it is held here
-            events.append(
-                MemoryStatusChanged(
-                    item_id=copy_id, revision=2, status="disabled", previous="active"
-                )
-            )
+        if source.retracted:  # only into a new session: no key or text of it is held here
+            events += _retracted(copy_id, source.status)
     return events
 
 
-def _is_disabled(source: Copy) -> bool:
-    return source.disabled
+def _retracted(item_id: str, status: str) -> list[Event]:
+    """A fork's copy of a retracted fact made as it is: disabled, and archived since."""
+    events: list[Event] = [
+        MemoryStatusChanged(item_id=item_id, revision=2, status="disabled", previous="active")
+    ]
+    if status == "archived":
+        events.append(
+            MemoryStatusChanged(item_id=item_id, revision=3, status="archived", previous="disabled")
+        )
+    return events
+
+
+def _is_retracted(source: Copy) -> bool:
+    return source.retracted
 
 
 def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryRemembered:

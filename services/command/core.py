@@ -13,7 +13,6 @@ from typing import Any
 from contracts import commands as c
 from contracts.events import (
     Event,
-    MemoryForgotten,
     MemoryPinned,
     MemoryRelabeled,
     MemoryRemembered,
@@ -23,7 +22,7 @@ from contracts.events import (
 )
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context, new_item_id
-from services.command.copies import fork, move, promote
+from services.command.copies import fork, promote
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -31,6 +30,7 @@ from services.command.errors import (
     MemoryOff,
 )
 from services.command.links import link, related, unlink
+from services.command.moves import forget_moved, move
 from services.command.proposals import merge, propose, reject, withdraw
 from services.command.rules import (
     check_base,
@@ -45,6 +45,7 @@ from services.command.rules import (
     check_run_cap,
     check_superseded_by,
     find_item,
+    forgotten,
     holder_revised,
     inherited,
     labelled,
@@ -64,7 +65,7 @@ __all__ = ["Context", "decide", "new_item_id"]
 # What an agent may still do while its org's memory is off: erase. An agent's own scope is
 # reached with its token alone, and forgetting is never refused (QA: the agent's memories
 # could be erased by nobody until memory was on again).
-ERASURES = (c.ForgetMemory, c.ClearMemories)
+ERASURES = (c.ForgetMemory, c.ClearMemories, c.ForgetMoved)
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -376,7 +377,7 @@ def _forget(
         check_may_forget(item, ctx)
         if cmd.base_revision is not None:
             check_base(item, cmd.base_revision)
-    return [_forgotten(item, cmd.reason, cmd.moved_to)]
+    return [forgotten(item, cmd.reason)]
 
 
 def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event]:
@@ -391,20 +392,8 @@ def _clear(state: StreamState, cmd: c.ClearMemories, ctx: Context) -> list[Event
             "send confirm=true to mean it"
         )
     return [
-        _forgotten(item, cmd.reason) for item in state.items.values() if item.status != "forgotten"
+        forgotten(item, cmd.reason) for item in state.items.values() if item.status != "forgotten"
     ]
-
-
-def _forgotten(item: Item, reason: str | None, moved_to: str | None = None) -> MemoryForgotten:
-    kept = {r.content_hash for r in item.revisions.values()}
-    hashes = tuple(sorted(kept | (item.retired_hashes or frozenset())))
-    return MemoryForgotten(
-        item_id=item.item_id,
-        content_hashes=hashes,
-        revisions=len(item.revisions),
-        reason=reason,
-        moved_to=moved_to,
-    )
 
 
 _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Event]]] = {
@@ -431,4 +420,5 @@ _HANDLERS: dict[type[c.Command], Callable[[StreamState, Any, Context], list[Even
     c.PromoteSession: promote,
     c.ForkSession: fork,
     c.MoveMemory: move,
+    c.ForgetMoved: forget_moved,
 }

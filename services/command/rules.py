@@ -9,6 +9,7 @@ from typing import Any
 from contracts.events import (
     Event,
     Labels,
+    MemoryForgotten,
     MemoryPinned,
     MemoryRelabeled,
     MemoryRemembered,
@@ -458,4 +459,17 @@ def relabeled(
         revision=item.revision + 1,
         kind=new_kind,
         labels=sealed_labels(item.item_id, old.model_copy(update={"tags": new_tags}), ctx),
+    )
+
+
+def forgotten(item: Item, reason: str | None, moved_to: str | None = None) -> MemoryForgotten:
+    """The memory erased: the tombstone keeps the keyed hashes of every text it held."""
+    kept = {r.content_hash for r in item.revisions.values()}
+    hashes = tuple(sorted(kept | (item.retired_hashes or frozenset())))
+    return MemoryForgotten(
+        item_id=item.item_id,
+        content_hashes=hashes,
+        revisions=len(item.revisions),
+        reason=reason,
+        moved_to=moved_to,
     )

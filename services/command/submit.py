@@ -106,6 +106,13 @@ async def send(
             "invalid",
             known=sorted(c.COMMANDS),
         )
+    if model is c.ForgetMoved:
+        raise ProblemError(
+            422,
+            "Invalid command",
+            "ForgetMoved is the command service's own (a move's forget): move with MoveMemory",
+            "invalid",
+        )
     if payload.get("extracted") is not None:
         raise ProblemError(
             422,

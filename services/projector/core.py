@@ -199,7 +199,14 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
         writes = [
             Write(
                 "status_item",
-                (event.item_id, event.revision, event.status, event.superseded_by, at),
+                (
+                    event.item_id,
+                    event.revision,
+                    event.status,
+                    event.superseded_by,
+                    at,
+                    event.previous,
+                ),
             ),
             Write(
                 "copy_revision",

@@ -41,7 +41,7 @@ CHECKSUM_QUERIES = {
     "items": "SELECT item_id, org, scope, stream_id, kind, status, key, title, content, "
     "content_length, pinned, tags, "
     "sources, revision, superseded_by, replaces, expires_at, created_by, created_at, "
-    "updated_at FROM memory.items "
+    "updated_at, archived_from FROM memory.items "
     "WHERE org LIKE $1 ORDER BY item_id",
     "revisions": "SELECT item_id, revision, reason, title, content, content_hash "
     "FROM memory.revisions WHERE org LIKE $1 ORDER BY item_id, revision",
@@ -52,7 +52,7 @@ CHECKSUM_QUERIES = {
     "links": "SELECT source_id, target_id, kind, weight, created_at, updated_at "
     "FROM memory.links WHERE org LIKE $1 ORDER BY source_id, target_id, kind",
     "proposals": "SELECT proposal_id, item_id, change, base_revision, title, content, status, "
-    "proposer_agent, "
+    "proposer_agent, kind, tags, "
     "proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id",
 }
 

@@ -5,12 +5,15 @@ there; it can move back."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
+from contracts.envelope import CommandEnvelope
 from tests.conftest import caller
 from tests.e2e.api import ServicesApi
-from tests.support import eventually
+from tests.support import eventually, new_command_id, send_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +63,7 @@ async def test_a_private_memory_moves_to_the_shared_scope_and_back(
         again = await http.post(url, headers={**ana.headers, **key}, json=move)
         assert again.status_code == 200 and again.json()["item_id"] == copy_id, again.text
         other = await http.post(url, headers=ana.headers, json=move)
-        assert (other.status_code, other.json()["code"]) == (404, "not_found"), other.text
+        assert (other.status_code, other.json()["code"]) == (410, "forgotten"), other.text
 
         # Back to the private scope: moved text is not forgotten text there.
         back = await api.post(ana, f"/v1/memories/{copy_id}/move", scope="private",
@@ -87,3 +90,81 @@ async def test_a_private_memory_moves_to_the_shared_scope_and_back(
         r = await api.post(ana, f"/v1/memories/{theirs['item_id']}/move", scope="private",
                            from_scope="shared")
         assert (r.status_code, r.json()["code"]) == (422, "invalid")  # no base_revision
+
+
+async def test_two_moves_of_one_memory_at_once_leave_one_copy(services: dict[str, str]) -> None:
+    """QA: moves of one memory into two scopes at once each made a copy, and one forget
+    erased the memory where it was: two copies. The second move's forget is refused, and
+    it undoes that move: its copy is forgotten in turn, and its retry answers 410."""
+    ana = caller(session="trip")
+    async with httpx.AsyncClient(timeout=30) as http:
+        api = ServicesApi(http, services)
+        saved = await api.remember(ana, "The hotel is booked until Sunday.")
+        assert await eventually(lambda: api.memory(ana, saved["item_id"]), what="saved")
+        url = f"{api.command}/v1/memories/{saved['item_id']}/move"
+        keys = [f"move-{ana.org}-{scope}" for scope in ("shared", "session")]
+        answers = await asyncio.gather(*(
+            http.post(url, headers={**ana.headers, "Idempotency-Key": key},
+                      json={"scope": scope, "base_revision": 1})
+            for key, scope in zip(keys, ("shared", "session"), strict=True)))
+        codes = sorted(a.status_code for a in answers)
+        if codes == [200, 410]:  # the second came once the first had been projected: it
+            return  # found the memory moved (forgotten there) and copied nothing
+        assert codes == [200, 200], [a.text for a in answers]
+        copies = [a.json()["item_id"] for a in answers]
+
+        # One of them is undone, in the writer first: its retry answers 410, the other's
+        # its first answer.
+        async def retried() -> list[int] | None:
+            codes = [(await http.post(url, headers={**ana.headers, "Idempotency-Key": key},
+                                      json={"scope": scope, "base_revision": 1})).status_code
+                     for key, scope in zip(keys, ("shared", "session"), strict=True)]
+            return codes if sorted(codes) == [200, 410] else None
+
+        codes = await eventually(retried, what="one move undone")
+        kept, undone = copies[codes.index(200)], copies[codes.index(410)]
+        await eventually(lambda: api.memory(ana, kept), what="the kept copy readable")
+
+        async def erased() -> bool | None:
+            return not (await api.memory(ana, undone) or await api.memory(ana, saved["item_id"]))
+
+        await eventually(erased, what="the undone copy and the moved memory erased")
+        undone_scope = ("shared", "session")[codes.index(410)]
+        # The text was moved, not forgotten: it may be saved where the undone copy was.
+        again = await api.post(ana, "/v1/memories", content="The hotel is booked until Sunday.",
+                               scope=undone_scope)
+        assert again.status_code == 201, again.text
+
+
+async def test_a_refused_forget_of_a_moved_memory_undoes_the_move(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """The undo, made to happen: a ForgetMoved of a memory at a revision it is no longer
+    at (as a move's is, when a correction got there first) is refused, and the writer
+    forgets the copy it names in its own transaction, as moved text; the memory stays."""
+    ana = caller()
+    async with httpx.AsyncClient(timeout=30) as http:
+        api = ServicesApi(http, services)
+        kept = await api.remember(ana, "Invoices go out on the 3rd.")
+        copy = await api.remember(ana, "Invoices go out on the 3rd, as moved.", scope="shared")
+        await send_commands(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], [CommandEnvelope(
+            command_id=new_command_id(), type="ForgetMoved", token=ana.token,
+            stream_id=f"{ana.org}/member:{ana.member}",
+            payload={"item_id": kept["item_id"], "base_revision": 2,
+                     "moved_to": copy["item_id"], "to_scope": "shared"})])
+
+        async def undone() -> bool | None:
+            return None if await api.memory(ana, copy["item_id"]) else True
+
+        await eventually(undone, what="the copy forgotten")
+        assert (await api.memory(ana, kept["item_id"]))["revision"] == 1
+        r = await http.get(f"{api.recall}/v1/changes", headers=ana.headers,
+                           params={"scope": "shared"})
+        assert [c["type"] for c in r.json()["changes"]] == ["MemoryRemembered",
+                                                           "MemoryForgotten"]
+        # Moved text, not forgotten text: saved again there with no resave_forgotten.
+        await api.remember(ana, "Invoices go out on the 3rd, as moved.", scope="shared")
+        # Over HTTP it is the command service's own.
+        r = await api.post(ana, "/v1/commands", type="ForgetMoved", payload={
+            "item_id": kept["item_id"], "base_revision": 1, "moved_to": "x",
+            "to_scope": "shared"})
+        assert (r.status_code, r.json()["code"]) == (422, "invalid"), r.text

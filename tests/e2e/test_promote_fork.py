@@ -141,3 +141,43 @@ async def test_a_fork_copies_its_sources_newest_memories_or_nothing(
         await api.save(source, "Run the linters before you push.", "procedure")
         promoted = await http.post(f"{api.command}/v1/session/promote", headers=source.headers)
         assert [c["key"] for c in promoted.json()["copied"]] == [None, None]  # both lasting
+
+
+async def test_a_fork_keeps_every_retracted_fact_retracted(services: dict[str, str]) -> None:
+    """QA: a fork left out a retracted fact whose key a newer fact held, and one archived
+    after it was retracted; an agent in the fork then saved either as a fact again, where
+    in the source it waits for a person. Now both come across retracted."""
+    src = caller(session="a")  # a person: an agent does not bring a retracted key back
+    fork = caller(org=src.org, member=src.member, agent="helper", session="b", fork_of="a")
+    async with httpx.AsyncClient(timeout=10) as http:
+        api = Api(http, services)
+
+        async def retract(key: str) -> None:
+            r = await http.post(f"{api.command}/v1/memories/retract", headers=src.headers,
+                                json={"key": key, "scope": "session"})
+            assert r.status_code == 200, r.text
+
+        await api.save(src, "The flight is LH123.", "fact", key="flight")
+        await retract("flight")
+        await api.save(src, "The flight is AF456.", "fact", key="flight")
+        seat = await api.save(src, "Ana sits by the aisle.", "preference", key="seat")
+        await retract("seat")
+        r = await http.post(f"{api.command}/v1/memories/{seat}/archive", headers=src.headers,
+                            json={"scope": "session"})
+        assert r.status_code == 200, r.text
+        await api.until(src, "session:a", 1)  # all of it projected: one active memory
+
+        forked = await http.post(f"{api.command}/v1/session/fork", headers=fork.headers)
+        assert forked.status_code == 200, forked.text
+        assert len(forked.json()["copied"]) == 3
+        await api.until(fork, "session:b", 1)
+        for status, text in (("disabled", "The flight is LH123."),
+                             ("archived", "Ana sits by the aisle.")):
+            r = await http.get(f"{api.recall}/v1/memories", headers=fork.headers,
+                               params={"status": status})
+            assert [m["content"] for m in r.json()["memories"]] == [text], status
+        # The agent's saves of them wait for a person, as they would in the source.
+        for text, key in (("The flight is LH123.", "flight"), ("Ana sits by the aisle.", "seat")):
+            saved = await api.remember(fork, text, scope="session", key=key,
+                                       user_message=f"Please remember this: {text}")
+            assert saved["status"] == "candidate", (text, saved)

@@ -30,10 +30,10 @@ def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
 
 
 def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None,
-         expires_at: datetime | None = None, disabled: bool = False) -> Copy:
+         expires_at: datetime | None = None, status: str = "active") -> Copy:
     return Copy(item_id=item_id, kind=kind, key=key, title=None, content=content,
                 pinned=False, tags=("ci",), sources=("turn-7",), expires_at=expires_at,
-                disabled=disabled)
+                status=status)
 
 
 def with_copies(*copies: Copy, **kw: object) -> Context:
@@ -121,17 +121,29 @@ def test_a_fork_copies_a_retracted_fact_retracted_and_a_promotion_leaves_it() ->
     """Seed 002: learned memory is part of the session's history, so a fork takes a copy of
     it, retracted facts too; a retracted fact stays retracted. A key's active fact wins
     over an older retracted one of the key; a promotion copies active memories only."""
-    sources = (copy("s1", "The budget was 1000 EUR.", "fact", key="budget", disabled=True),
+    sources = (copy("s1", "The budget was 1000 EUR.", "fact", key="budget", status="disabled"),
                copy("s2", "The budget is 1500 EUR.", "fact", key="budget"),
-               copy("s3", "Ana takes the train.", "preference", disabled=True))
+               copy("s3", "Ana takes the train.", "preference", status="disabled"),
+               copy("s4", "Ana likes aisle seats.", "preference", key="seat",
+                    status="archived"))  # retracted, then archived
     state = StreamState("acme/session:b")
     made = run(state, c.ForkSession(), with_copies(*sources, fork_of="a"))
     assert [(type(e), getattr(e, "status", None)) for e in made] == [
-        (MemoryRemembered, "active"), (MemoryRemembered, "active"),
-        (MemoryStatusChanged, "disabled")]
-    budget, train = (state.items[e.item_id] for e in made[:2])
+        (MemoryRemembered, "active"),
+        (MemoryRemembered, "active"), (MemoryStatusChanged, "disabled"),
+        (MemoryRemembered, "active"), (MemoryStatusChanged, "disabled"),
+        (MemoryRemembered, "active"), (MemoryStatusChanged, "disabled"),
+        (MemoryStatusChanged, "archived")]
+    budget, old_budget, train, seat = (
+        state.items[e.item_id] for e in made if isinstance(e, MemoryRemembered))
     assert unseal(made[0].content) == "The budget is 1500 EUR."  # type: ignore[attr-defined]
     assert (budget.status, train.status, train.revision) == ("active", "disabled", 2)
+    assert (seat.status, seat.archived_from, seat.revision) == ("archived", "disabled", 3)
+    # The active fact holds the key; the retracted ones stay retracted, so an agent's save
+    # of one is not brought back by the fork (QA: a fork left them out, and it was).
+    assert old_budget.status == "disabled" and state.active_by_key("k:budget") is budget
+    assert state.retracts("k:seat", "h:x") and state.retracts(None, "h:ana takes the train.")
+    assert state.retracts(None, "h:the budget was 1000 eur.")
     promoted = run(StreamState("acme/agent:helper"), c.PromoteSession(kinds=("fact", "preference")),
                    with_copies(*sources))
     assert [unseal(e.content) for e in promoted] == [  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
 """A move (seed 004: an update that changes a memory's scope): decided in the scope it
 moves into, a copy of the memory at the caller's revision; then a forget where it was,
-which the move's transaction sends and which counts its text as moved, not forgotten."""
+which the move's transaction sends and which counts its text as moved, not forgotten;
+refused, that forget undoes the move."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import pytest
 
 from contracts import commands as c
 from contracts.envelope import CommandEnvelope
-from contracts.events import Event, MemoryForgotten, MemoryRemembered, MemoryRevised
+from contracts.events import Event, MemoryForgotten, MemoryRemembered
 from services.command.context import Context, Copy
-from services.command.copies import moved_forget
 from services.command.core import decide
 from services.command.errors import (
     Conflict,
     Forbidden,
+    Gone,
     InvalidCommand,
     NotFound,
     NotReadable,
 )
+from services.command.moves import move_undone, moved_forget
 from services.command.state import StreamState, evolve
 from tests.unit.conftest import labels_of, make_context, unseal
 
@@ -45,7 +47,7 @@ def into(scope: str, *copies: Copy, **kw: object) -> Context:
     return Context(**{**base.__dict__, "copies": copies})
 
 
-def moving(**kw: object) -> c.MoveMemory:
+def moving(**kw: object) -> c.MoveMemory:  # from ana's private scope into shared
     fields: dict[str, object] = {"item_id": "m-1", "scope": "shared", "from_scope": "private",
                                  "base_revision": 2, **kw}
     return c.MoveMemory(**fields)  # type: ignore[arg-type]
@@ -65,25 +67,36 @@ def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
                           stream_id="acme/shared", payload={})
     forget = moved_forget(moving(), env, "acme/member:ana", [copied])
     assert forget is not None and forget.stream_id == "acme/member:ana"
-    assert forget.type == "ForgetMemory" and forget.token == "t"
-    assert forget.payload == {"item_id": "m-1", "scope": "private", "base_revision": 2,
-                              "moved_to": copied.item_id,
-                              "reason": f"moved to the shared scope as {copied.item_id}"}
+    assert forget.type == "ForgetMoved" and forget.token == "t"
+    assert forget.payload == {"item_id": "m-1", "base_revision": 2,
+                              "moved_to": copied.item_id, "to_scope": "shared"}
     again = moved_forget(moving(), env, "acme/member:ana", [copied])
     assert again is not None and again.command_id == forget.command_id  # a retry's is one
-    assert moved_forget(c.PinMemory(item_id="m-1", pinned=True), env, "x", [copied]) is None
+    assert moved_forget(moving(), env, "acme/member:ana", []) is None  # nothing copied
+
+    # Refused where it was, the forget undoes the move: the copy's own forget, at its
+    # first revision, which undoes nothing further.
+    undo = move_undone(c.ForgetMoved.model_validate(forget.payload), forget, "acme/shared")
+    assert undo.stream_id == "acme/shared" and undo.command_id != forget.command_id
+    assert undo.payload == {"item_id": copied.item_id, "scope": "shared", "base_revision": 1,
+                            "moved_to": "m-1", "to_scope": "private", "undo": True}
 
 
 def test_the_forget_erases_only_the_revision_copied_and_counts_the_text_as_moved() -> None:
     private = StreamState("acme/member:ana")
     ana = make_context()
     [saved] = run(private, c.RememberMemory(content="Deploys need two approvals."), ana)
-    stale = c.ForgetMemory(item_id=saved.item_id, base_revision=2, moved_to="copy-1")
+    stale = c.ForgetMoved(item_id=saved.item_id, base_revision=2, moved_to="copy-1",
+                          to_scope="shared")
     with pytest.raises(Conflict, match="at revision 1, not 2"):
         run(private, stale, ana)  # changed since the move read it: kept, nothing erased
-    moved = c.ForgetMemory(item_id=saved.item_id, base_revision=1, moved_to="copy-1")
+    moved = c.ForgetMoved(item_id=saved.item_id, base_revision=1, moved_to="copy-1",
+                          to_scope="shared")
     [gone] = run(private, moved, ana)
     assert isinstance(gone, MemoryForgotten) and gone.moved_to == "copy-1"
+    assert gone.reason == "moved to the shared scope as copy-1"
+    with pytest.raises(Gone):  # moved (or forgotten) first: refused, so the move is undone
+        run(private, moved, ana)
     assert not private.forgotten_hashes  # moved, not forgotten: it may come back here
     [back] = run(private, c.RememberMemory(content="Deploys need two approvals."), ana)
     assert isinstance(back, MemoryRemembered)
@@ -97,13 +110,19 @@ def test_a_move_is_refused_copying_nothing() -> None:
         run(shared, moving(), into("shared", source(), is_agent=True))
     with pytest.raises(InvalidCommand, match="in the shared scope already"):
         run(shared, moving(from_scope="shared"), into("shared", source()))
-    with pytest.raises(NotFound, match="no active memory m-1 in your private scope"):
+    with pytest.raises(NotFound, match="no memory m-1 in your private scope"):
         run(shared, moving(), into("shared"))
+    with pytest.raises(Gone):
+        run(shared, moving(), into("shared", source(status="forgotten", content="")))
+    for status in ("disabled", "archived", "candidate"):
+        with pytest.raises(Conflict, match=f"is {status}: only an active memory moves"):
+            run(shared, moving(), into("shared", source(status=status)))
+    lapsed = source(expires_at=datetime(2025, 12, 1, tzinfo=UTC))  # before the context's now
+    with pytest.raises(Conflict, match="is expired"):
+        run(shared, moving(), into("shared", lapsed))
     not_ready = Context(**{**into("shared", source()).__dict__, "copies_ready": False})
     with pytest.raises(NotReadable):
         run(shared, moving(), not_ready)
-    with pytest.raises(Conflict, match="is disabled"):
-        run(shared, moving(), into("shared", source(disabled=True)))
     with pytest.raises(Conflict, match="at revision 2, not 1") as stale:
         run(shared, moving(base_revision=1), into("shared", source()))
     assert stale.value.extra["current_revision"] == 2
@@ -134,19 +153,19 @@ def test_text_the_scope_holds_or_forgot_is_not_moved_in_unless_meant() -> None:
     assert isinstance(copied, MemoryRemembered)
 
 
-def test_a_key_the_scope_holds_takes_the_moved_text_as_a_revision() -> None:
+def test_a_key_the_scope_holds_refuses_the_move() -> None:
+    """QA: a move revised a teammate's shared memory by its key (or archived it, for a
+    fact of another kind), where the same save was a proposal: a move only copies."""
     shared = StreamState("acme/shared")
-    ana = make_context(scope="shared")
-    [held] = run(shared, c.RememberMemory(content="Deploys need one approval.", kind="decision",
-                                          key="deploys", scope="shared"), ana)
-    events = run(shared, moving(), into("shared", source(key="deploys")))
-    revised = [e for e in events if isinstance(e, MemoryRevised)]
-    assert [e.item_id for e in revised] == [held.item_id]
-    assert unseal(revised[0].content) == "Deploys need two approvals."
-    env = CommandEnvelope(command_id="move-0002", type="MoveMemory", token="t",
-                          stream_id="acme/shared", payload={})
-    forget = moved_forget(moving(), env, "acme/member:ana", events)
-    assert forget is not None and forget.payload["moved_to"] == held.item_id
+    bob = make_context(scope="shared", member="bob")
+    for kind in ("decision", "fact"):
+        [held] = run(shared, c.RememberMemory(content=f"Deploys: one approval ({kind}).",
+                                              kind=kind, key="deploys", scope="shared"), bob)
+        with pytest.raises(Conflict, match=f"memory {held.item_id} holds this memory's key"):
+            run(shared, moving(), into("shared", source(key="deploys")))
+        run(shared, c.ForgetMemory(item_id=held.item_id, scope="shared"), bob)
+    [copied] = run(shared, moving(), into("shared", source(key="deploys")))
+    assert isinstance(copied, MemoryRemembered) and labels_of(copied).key == "deploys"
 
 
 def test_a_moved_memory_keeps_its_expiry() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import topics
-from contracts.commands import COMMANDS, Command
+from contracts.commands import COMMANDS, Command, ForgetMoved, MoveMemory
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import (
@@ -82,6 +82,10 @@ def authorise(
         raise InvalidCommand(f"the command's sealed text cannot be opened: {exc}") from exc
     try:
         expected = principal.stream(cmd.scope)
+        if isinstance(cmd, MoveMemory):  # where it is must be the caller's too (QA: a 404)
+            principal.scope(cmd.from_scope)
+        if isinstance(cmd, ForgetMoved):
+            principal.scope(cmd.to_scope)
     except ScopeError as exc:
         raise Forbidden(str(exc)) from exc
     if expected != env.stream_id:
@@ -163,6 +167,9 @@ def repeat_reply(
         # Not its first answer, which named the memory as it was: the gateway, which cannot
         # seal a retry under the shredded key, answers so too (QA: the paths differed).
         return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
+    copy = state.items.get(str(first.get("item_id"))) if env.type == "MoveMemory" else None
+    if copy is not None and copy.status == "forgotten":  # as a save's (QA: it said active)
+        return refused(env, Gone("this move's copy was forgotten since (or the move undone)"))
     if env.once:  # the id names one act: its first answer, whatever the repeat carries
         return repeated(env, first, same=True)
     try:

@@ -157,7 +157,7 @@ def keys_needed(
             new.append((own, org))
         copies = looked_up.copies.get(command_key(env), ())
         if env.type == "PromoteSession":  # a promotion copies active memories only
-            copies = tuple(s for s in copies if not s.disabled)
+            copies = tuple(s for s in copies if not s.retracted)
         new += [(copy_item_id(own, s.item_id), org) for s in copies]
         state = states.get(env.stream_id)
         if state and copies:  # a key the stream holds takes the copy as a revision

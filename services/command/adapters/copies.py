@@ -1,7 +1,8 @@
 """The source memories of a promotion or a fork, read from the read model.
 
 The source is another stream (the token's session, or the session it forks), perhaps
-another partition's, so the writer reads its active and disabled memories, in plain text,
+another partition's, so the writer reads its active and retracted memories (disabled, or
+archived since they were), in plain text,
 from ``memory.items`` before deciding: the active ones first, each newest first, at most one
 more than a command may copy (so that ``decide`` can refuse a source that holds too many).
 A fork copies both (seed 002: a session's retracted facts are part of its history); a
@@ -32,7 +33,8 @@ class CopySources:
             rows = await self._pool.fetch(
                 # An expired memory is read by no one: it is not brought back as a copy.
                 f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 "
-                "AND status IN ('active', 'disabled') "
+                "AND (status IN ('active', 'disabled') "
+                "OR (status = 'archived' AND archived_from = 'disabled')) "
                 "AND content IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) "
                 "ORDER BY status <> 'active', updated_at DESC, item_id LIMIT $2",
                 stream_id,
@@ -42,11 +44,10 @@ class CopySources:
         return found
 
     async def one(self, stream_id: str, item_id: str) -> tuple[Copy, ...]:
-        """A move's memory, when its stream holds it active and unexpired (else none)."""
+        """A move's memory in whatever status (a forgotten one without its text), or none
+        when its stream holds no such memory."""
         row = await self._pool.fetchrow(
-            f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 AND item_id = $2 "
-            "AND status = 'active' AND content IS NOT NULL "
-            "AND (expires_at IS NULL OR expires_at > now())",
+            f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 AND item_id = $2",
             stream_id,
             item_id,
         )
@@ -59,12 +60,12 @@ def _copy(r: asyncpg.Record) -> Copy:
         kind=r["kind"],
         key=r["key"],
         title=r["title"],
-        content=r["content"],
+        content=r["content"] or "",  # a forgotten memory's is gone
         pinned=r["pinned"],
         tags=tuple(r["tags"]),
         sources=tuple(r["sources"]),
         expires_at=r["expires_at"],
-        disabled=r["status"] == "disabled",
         revision=r["revision"],
         author=r["author"],
+        status=r["status"],
     )

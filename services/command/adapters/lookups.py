@@ -50,6 +50,7 @@ class Lookups:
     # Commands whose source the projector had not caught up with in time.
     unready: frozenset[CommandKey] = frozenset()
     sources: dict[CommandKey, str] = field(default_factory=dict)  # each copy's stream
+    moves: frozenset[CommandKey] = frozenset()  # whose one memory is read in any status
 
     def live_copies(self, key: CommandKey, states: Mapping[str, StreamState]) -> tuple[Copy, ...]:
         """A command's copies as its source stream (when this writer holds it) has them
@@ -61,9 +62,11 @@ class Lookups:
             return copies
         now = ((c, source.items.get(c.item_id)) for c in copies)
         return tuple(
-            c if i is None else replace(c, disabled=i.status == "disabled", revision=i.revision)
+            c
+            if i is None
+            else replace(c, revision=i.revision, status=i.status)
             for c, i in now
-            if i is None or i.status in ("active", "disabled")
+            if i is None or i.status == "active" or i.retracted or key in self.moves
         )
 
 
@@ -92,6 +95,7 @@ class BatchLookups:
             copies,
             unready,
             sources,
+            frozenset(command_key(e) for e in envelopes if e.type == "MoveMemory"),
         )
 
     async def _targets(

@@ -24,10 +24,10 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from contracts import topics
-from contracts.commands import MoveMemory
+from contracts.commands import Command, ForgetMoved, MoveMemory
 from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
-from engram.auth import TokenVerifier
+from engram.auth import Principal, TokenVerifier
 from engram.faults import is_transient
 from engram.kafka import dead_letter, transactional_producer
 from engram.keystore import KeyStore
@@ -53,9 +53,9 @@ from services.command.answers import (
     poisoned,
     refused,
 )
-from services.command.copies import moved_forget
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
+from services.command.moves import move_undone, moved_forget
 from services.command.origin import made_by
 from services.command.state import StreamState, evolve
 
@@ -245,15 +245,16 @@ class PartitionWriter:
             await self._reply(d, reply)
             return
         own = new_item_id(env.stream_id, env.command_id)  # no item's yet: not a repeat
+        cmd: Command | None = None
         try:
             principal, cmd = authorise(self._verifier, env, keys, d.appended_at, self._where)
             copies = looked_up.live_copies(command_key(env), self.states)
             ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master, copies)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
-            if env.type == "ForgetMemory" and env.payload.get("moved_to"):  # see copies.move
-                log.warning("move_left_source", stream_id=env.stream_id, why=exc.code)
             await self._reply(d, refused(env, exc))
+            if isinstance(cmd, ForgetMoved):  # see services.command.moves
+                await self._move_refused(env, cmd, principal, exc)
             cleanup.discard.append(own)  # its key sealed nothing that stays
             return
         except Exception as exc:  # an input no rule foresaw: this command fails, not the rest
@@ -367,6 +368,15 @@ class PartitionWriter:
         if holder is None:
             return False
         return stream in {topics.stream_id(holder.org, scope) for scope in holder.scopes}
+
+    async def _move_refused(
+        self, env: CommandEnvelope, cmd: ForgetMoved, principal: Principal, why: DomainError
+    ) -> None:
+        """A moved memory's forget refused undoes the move (its copy's forget, in this
+        transaction); the undo's own refusal leaves both memories, which the log says."""
+        log.warning("move_refused", stream_id=env.stream_id, undo=cmd.undo, why=why.code)
+        if not cmd.undo:
+            await self._send_command(move_undone(cmd, env, principal.stream(cmd.to_scope)))
 
     async def _send_command(self, env: CommandEnvelope | None) -> None:
         if env is not None:

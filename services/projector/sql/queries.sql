@@ -62,7 +62,8 @@ WHERE item_id = $1
 
 -- name: status_item
 UPDATE memory.items SET revision = GREATEST(revision, $2), status = $3, superseded_by = $4,
-                        updated_at = GREATEST(updated_at, $5)
+                        updated_at = GREATEST(updated_at, $5),
+                        archived_from = CASE WHEN $3 = 'archived' THEN $6 END
 WHERE item_id = $1
 
 -- name: forget_item
