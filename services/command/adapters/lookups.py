@@ -62,9 +62,7 @@ class Lookups:
             return copies
         now = ((c, source.items.get(c.item_id)) for c in copies)
         return tuple(
-            c
-            if i is None
-            else replace(c, revision=i.revision, status=i.status)
+            c if i is None else replace(c, revision=i.revision, status=i.status)
             for c, i in now
             if i is None or i.status == "active" or i.retracted or key in self.moves
         )
