@@ -75,6 +75,10 @@ def short_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
     return tags
 
 
+# A memory's tags: at most 32, each of 1 to 64 characters.
+Tags = Annotated[tuple[str, ...], Field(max_length=32), AfterValidator(short_tags)]
+
+
 class Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
@@ -103,7 +107,7 @@ class RememberMemory(Command):
     title: str | None = Field(default=None, max_length=MAX_TITLE)
     key: str | None = Field(default=None, max_length=MAX_TITLE)
     pinned: StrictBool = False
-    tags: tuple[str, ...] = Field(default=(), max_length=32)
+    tags: Tags = ()
     sources: tuple[str, ...] = Field(default=(), max_length=32)
     # The user message of the run that asked for this save (agents only).
     user_message: str | None = Field(default=None, max_length=20_000)
@@ -132,11 +136,6 @@ class RememberMemory(Command):
         """In UTC (a time without a zone is taken as UTC): one whose UTC time no date can
         hold (year 9999 at -14:00) is refused here, not met by every reader of the log."""
         return None if value is None else in_utc(value)
-
-    @field_validator("tags")
-    @classmethod
-    def _short_tags(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
-        return short_tags(tags)
 
     @field_validator("sources")
     @classmethod
@@ -178,12 +177,7 @@ class RelabelMemory(ItemCommand):
 
     base_revision: StrictInt = Field(ge=1)
     kind: Kind | None = None
-    tags: tuple[str, ...] | None = Field(default=None, max_length=32)
-
-    @field_validator("tags")
-    @classmethod
-    def _short_tags(cls, tags: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if tags is None else short_tags(tags)
+    tags: Tags | None = None
 
     @model_validator(mode="after")
     def _changes_something(self) -> RelabelMemory:
@@ -310,12 +304,7 @@ class ProposeChange(ItemCommand):
     # A 'relabel' proposal's new kind or tags (seed 004's category and tags), as
     # RelabelMemory's: ``tags`` replaces the memory's.
     kind: Kind | None = None
-    tags: tuple[str, ...] | None = Field(default=None, max_length=32)
-
-    @field_validator("tags")
-    @classmethod
-    def _short_tags(cls, tags: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if tags is None else short_tags(tags)
+    tags: Tags | None = None
 
     @model_validator(mode="after")
     def _fits_the_change(self) -> ProposeChange:

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -64,14 +64,19 @@ async def read_replies(
         consumer.assign([TopicPartition(topics.REPLIES, p) for p in parts])
         end = time.monotonic() + deadline
         while any(len(v) < per_command for v in found.values()) and time.monotonic() < end:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                for r in records:
-                    key = (r.key or b"").decode()
-                    if key in found:
-                        found[key].append(CommandReply.model_validate_json(r.value or b""))
+            _keep_replies(await consumer.getmany(timeout_ms=200), found)
         return found
     finally:
         await consumer.stop()
+
+
+def _keep_replies(fetched: dict[Any, list[Any]], found: dict[str, list[CommandReply]]) -> None:
+    """The replies of a fetch to the commands ``found`` waits for, added to it."""
+    for records in fetched.values():
+        for r in records:
+            key = (r.key or b"").decode()
+            if key in found:
+                found[key].append(CommandReply.model_validate_json(r.value or b""))
 
 
 async def replies_so_far(bootstrap: str, command_ids: set[str]) -> dict[str, list[CommandReply]]:
@@ -92,11 +97,7 @@ async def replies_so_far(bootstrap: str, command_ids: set[str]) -> dict[str, lis
         deadline = time.monotonic() + 60
         while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
             assert time.monotonic() < deadline, "engram.replies was not read to its end"
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                for r in records:
-                    key = (r.key or b"").decode()
-                    if key in found:
-                        found[key].append(CommandReply.model_validate_json(r.value or b""))
+            _keep_replies(await consumer.getmany(timeout_ms=200), found)
         return found
     finally:
         await consumer.stop()

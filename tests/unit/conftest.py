@@ -6,9 +6,18 @@ import base64
 import itertools
 from datetime import UTC, datetime
 
+from contracts import commands as c
 from contracts.commands import MAX_CANDIDATES_PER_RUN
-from contracts.events import Labels, MemoryRelabeled, MemoryRemembered, MemoryRevised, Sealed
-from services.command.core import Context
+from contracts.events import (
+    Event,
+    Labels,
+    MemoryRelabeled,
+    MemoryRemembered,
+    MemoryRevised,
+    Sealed,
+)
+from services.command.core import Context, decide
+from services.command.state import StreamState, evolve
 
 _ids = itertools.count(1)
 
@@ -42,3 +51,12 @@ def make_context(scope: str = "member:ana", is_agent: bool = False,
                    is_admin=is_admin, targets=targets, member=member,
                    keep_revisions=keep_revisions, fork_of=fork_of,
                    max_candidates_per_run=max_candidates_per_run)
+
+
+def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
+    """Decide the command (for ana in her private scope unless ``ctx`` says otherwise), and
+    fold its events into the state as the writer does."""
+    events = decide(state, cmd, ctx or make_context())
+    for event in events:
+        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
+    return events

@@ -6,7 +6,6 @@ import pytest
 
 from contracts import commands as c
 from contracts.events import (
-    Event,
     Labels,
     MemoryForgotten,
     MemoryPinned,
@@ -15,7 +14,6 @@ from contracts.events import (
     MemoryRevised,
     MemoryStatusChanged,
 )
-from services.command.core import Context, decide
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -24,15 +22,8 @@ from services.command.errors import (
     NotFound,
     ProposalRequired,
 )
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import labels_of, make_context, unseal
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
-    events = decide(state, cmd, ctx or make_context())
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
+from services.command.state import StreamState
+from tests.unit.conftest import labels_of, make_context, run, unseal
 
 
 def remembered(state: StreamState, text: str = "The trip budget is 1500 EUR.", **kw: object) -> str:

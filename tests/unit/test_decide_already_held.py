@@ -10,21 +10,13 @@ from datetime import timedelta
 import pytest
 
 from contracts import commands as c
-from contracts.events import Event, MemoryRemembered
-from services.command.core import Context, decide
+from contracts.events import MemoryRemembered
 from services.command.errors import AlreadyHeld, Conflict
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context
+from services.command.state import StreamState
+from tests.unit.conftest import make_context, run
 
 AGENT = make_context(is_agent=True)
 TEXT = "The user prefers green tea."
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
-    events = decide(state, cmd, ctx or make_context())
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
 
 
 def proposed(text: str = TEXT, **kw: object) -> c.RememberMemory:

@@ -9,7 +9,6 @@ import pytest
 
 from contracts import commands as c
 from contracts.events import (
-    Event,
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
@@ -18,15 +17,8 @@ from contracts.events import (
 from services.command.context import Context, Copy
 from services.command.core import decide
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import labels_of, make_context, unseal
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
-    events = decide(state, cmd, ctx)
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
+from services.command.state import StreamState
+from tests.unit.conftest import labels_of, make_context, run, unseal
 
 
 def copy(item_id: str, content: str, kind: str = "procedure", key: str | None = None,

@@ -12,19 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import commands as c
-from contracts.events import Event, MemoryStatusChanged
+from contracts.events import MemoryStatusChanged
 from services.command.core import Context, decide
 from services.command.errors import Conflict, DomainError
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context
+from tests.unit.conftest import make_context, run
 from tests.unit.test_checkpoint_rows import Stored
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
-    events = decide(state, cmd, ctx or make_context())
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
 
 
 def save(state: StreamState, text: str, ctx: Context | None = None, **kw: object) -> str:

@@ -7,8 +7,7 @@ import pickle
 import pytest
 
 from contracts import commands as c
-from contracts.events import Event, MemoryLinked, MemoryRemembered, MemoryRevised, MemoryUnlinked
-from services.command.core import Context, decide
+from contracts.events import MemoryLinked, MemoryRemembered, MemoryRevised, MemoryUnlinked
 from services.command.errors import (
     Forbidden,
     Gone,
@@ -16,15 +15,8 @@ from services.command.errors import (
     LinkCapacityExceeded,
     NotFound,
 )
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:
-    events = decide(state, cmd, ctx or make_context())
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
+from services.command.state import StreamState
+from tests.unit.conftest import make_context, run
 
 
 def remembered(state: StreamState, text: str) -> str:

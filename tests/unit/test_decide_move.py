@@ -11,9 +11,8 @@ import pytest
 
 from contracts import commands as c
 from contracts.envelope import CommandEnvelope
-from contracts.events import Event, MemoryForgotten, MemoryRemembered
+from contracts.events import MemoryForgotten, MemoryRemembered
 from services.command.context import Context, Copy
-from services.command.core import decide
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -23,15 +22,8 @@ from services.command.errors import (
     NotReadable,
 )
 from services.command.moves import move_undone, moved_forget
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import labels_of, make_context, unseal
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
-    events = decide(state, cmd, ctx)
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
+from services.command.state import StreamState
+from tests.unit.conftest import labels_of, make_context, run, unseal
 
 
 def source(content: str = "Deploys need two approvals.", revision: int = 2, **kw: object) -> Copy:

@@ -10,30 +10,22 @@ import pytest
 from contracts import commands as c
 from contracts.events import (
     ChangeProposed,
-    Event,
     MemoryPinned,
     MemoryRelabeled,
     MemoryRevised,
     MemoryStatusChanged,
 )
 from contracts.events import ProposalResolved as Resolved
-from services.command.core import Context, decide
+from services.command.core import Context
 from services.command.errors import Conflict, Forbidden, InvalidCommand, ProposalRequired
-from services.command.state import StreamState, evolve
-from tests.unit.conftest import labels_of, make_context, unseal
+from services.command.state import StreamState
+from tests.unit.conftest import labels_of, make_context, run, unseal
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def ctx(member: str, **kw: object) -> Context:
     return make_context(scope="shared", member=member, **kw)  # type: ignore[arg-type]
-
-
-def run(state: StreamState, cmd: c.Command, context: Context) -> list[Event]:
-    events = decide(state, cmd, context)
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
 
 
 def anas_memory(state: StreamState) -> str:

@@ -10,14 +10,7 @@ from contracts.events import Event, MemoryRevised, RevisionsPruned
 from services.command.core import Context, decide
 from services.command.errors import Conflict
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
-    events = decide(state, cmd, ctx)
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
+from tests.unit.conftest import make_context, run
 
 
 def corrected(state: StreamState, item: str, text: str, ctx: Context) -> list[Event]:

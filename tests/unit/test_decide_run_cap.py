@@ -8,21 +8,14 @@ import pickle
 import pytest
 
 from contracts import commands as c
-from contracts.events import Event, MemoryRemembered
+from contracts.events import MemoryRemembered
 from services.command import state as state_module
 from services.command.core import Context, decide
 from services.command.errors import CandidateLimitReached
 from services.command.state import StreamState, evolve
-from tests.unit.conftest import make_context
+from tests.unit.conftest import make_context, run
 
 ASKED = "Please remember this: the VPN rotates on Fridays."
-
-
-def run(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
-    events = decide(state, cmd, ctx)
-    for event in events:
-        evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
-    return events
 
 
 def agent(cap: int | None = c.MAX_CANDIDATES_PER_RUN) -> Context:
