@@ -254,8 +254,9 @@ class MoveMemory(ItemCommand):
 
 
 class ForgetMoved(ItemCommand):
-    """The writer's, never a caller's: the forget of a moved memory where it was, at the
-    revision the move copied (``MoveMemory``). Its text lives on in the copy (``moved_to``,
+    """The writer's, never a caller's (its command id proves it, and its token is the
+    mover's, expired or not): the forget of a moved memory where it was, at the revision
+    the move copied (``MoveMemory``). Its text lives on in the copy (``moved_to``,
     in ``to_scope``), so the scope does not count it as forgotten text. Refused (the memory
     changed, or moved or was forgotten first), it undoes the move: the writer sends the
     forget of the copy (``undo``), whose own refusal undoes nothing further."""
@@ -264,6 +265,9 @@ class ForgetMoved(ItemCommand):
     moved_to: str = Field(min_length=1, max_length=64)
     to_scope: ScopeChoice
     undo: StrictBool = False
+    # The command it follows (its stream and id): with the payload, what its id, which
+    # only the command service can make, is made of (``MasterKey.issued_id``).
+    follows: str = Field(min_length=1, max_length=700)
 
 
 class LinkMemory(ItemCommand):

@@ -61,6 +61,7 @@ class MasterKey:
         # A separate key for hashes, so a hash never doubles as a key check.
         self._hash_key = hmac.new(key, b"engram content hash v1", hashlib.sha256).digest()
         self._label_key = hmac.new(key, b"engram label hash v1", hashlib.sha256).digest()
+        self._issue_key = hmac.new(key, b"engram issued command v1", hashlib.sha256).digest()
 
     def new_data_key(self) -> bytes:
         return AESGCM.generate_key(bit_length=256)
@@ -77,6 +78,13 @@ class MasterKey:
         of a checkpoint could test guesses of its text against (BLAKE2b keyed: one pass,
         on every command's path)."""
         return hashlib.blake2b(data, key=self._hash_key, digest_size=16).digest()
+
+    def issued_id(self, stream_id: str, payload: dict[str, object]) -> str:
+        """The id of a command the command service sends itself (a move's forget): a keyed
+        hash of its stream and payload, which no caller can make, so none can send such a
+        command, nor take its id first."""
+        data = f"{stream_id}\x00{json.dumps(payload, sort_keys=True)}".encode()
+        return "issued-" + hashlib.blake2b(data, key=self._issue_key, digest_size=16).hexdigest()
 
     def key_hash(self, org: str, key: str) -> str:
         """Keyed hash of a memory's key, exact: the writer finds a key's memory by it

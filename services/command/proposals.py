@@ -57,6 +57,9 @@ def propose(state: StreamState, cmd: c.ProposeChange, ctx: Context) -> list[Even
         raise Conflict(
             f"memory {item.item_id} holds this text already: the correction changes nothing"
             if cmd.change == "correct"
+            else f"memory {item.item_id} has this kind and these tags already: the relabel "
+            "changes nothing"
+            if cmd.change == "relabel"
             else f"memory {item.item_id} is {item.status}"
             f"{', pinned' if item.pinned else ''}; '{cmd.change}' does not apply",
             item_id=item.item_id,

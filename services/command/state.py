@@ -228,9 +228,12 @@ class StreamState:
             self.live = sum(1 for item in self.items.values() if item.status != "forgotten")
         return self.live
 
-    def holding(self, digest: str, now: datetime) -> Item | None:
-        """The active memory or candidate whose current text has this hash, if one does and
-        has not expired (an expired memory holds its text no longer, as a copy reads it)."""
+    def holding(
+        self, digest: str, now: datetime, statuses: tuple[str, ...] = ("active", "candidate")
+    ) -> Item | None:
+        """The active memory or candidate (of ``statuses``) whose current text has this
+        hash, if one does and has not expired (an expired memory holds its text no longer,
+        as a copy reads it)."""
         if self.held is None:
             self.held = {}
             for item in self.items.values():
@@ -239,7 +242,7 @@ class StreamState:
         for item_id in self.held.get(digest, ()):
             item = self.items[item_id]
             if (
-                item.status in ("active", "candidate")
+                item.status in statuses
                 and item.current.content_hash == digest
                 and (item.expires_at is None or item.expires_at > now)
             ):

@@ -11,9 +11,11 @@ import httpx
 import pytest
 
 from contracts.envelope import CommandEnvelope
+from engram.crypto import MasterKey, load_master_key
+from engram.settings import CommonSettings
 from tests.conftest import caller
 from tests.e2e.api import ServicesApi
-from tests.support import eventually, new_command_id, send_commands
+from tests.support import eventually, new_command_id, read_replies, send_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -138,19 +140,26 @@ async def test_two_moves_of_one_memory_at_once_leave_one_copy(services: dict[str
 
 async def test_a_refused_forget_of_a_moved_memory_undoes_the_move(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
-    """The undo, made to happen: a ForgetMoved of a memory at a revision it is no longer
-    at (as a move's is, when a correction got there first) is refused, and the writer
-    forgets the copy it names in its own transaction, as moved text; the memory stays."""
+    """The undo, made to happen: a ForgetMoved, as the command service issues it, of a
+    memory at a revision it is no longer at (as a move's is, when a correction got there
+    first) is refused, and the writer forgets the copy it names in its own transaction,
+    as moved text; the memory stays. One a caller makes up is refused, touching nothing."""
     ana = caller()
+    master = MasterKey(load_master_key(CommonSettings()))  # the stack's: as the service
+    bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
     async with httpx.AsyncClient(timeout=30) as http:
         api = ServicesApi(http, services)
         kept = await api.remember(ana, "Invoices go out on the 3rd.")
         copy = await api.remember(ana, "Invoices go out on the 3rd, as moved.", scope="shared")
-        await send_commands(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], [CommandEnvelope(
-            command_id=new_command_id(), type="ForgetMoved", token=ana.token,
-            stream_id=f"{ana.org}/member:{ana.member}",
-            payload={"item_id": kept["item_id"], "base_revision": 2,
-                     "moved_to": copy["item_id"], "to_scope": "shared"})])
+        stream = f"{ana.org}/member:{ana.member}"
+        payload = {"item_id": kept["item_id"], "base_revision": 2, "moved_to": copy["item_id"],
+                   "to_scope": "shared", "follows": f"{ana.org}/shared {new_command_id()}"}
+        made_up = CommandEnvelope(command_id=new_command_id(), type="ForgetMoved",
+                                  token=ana.token, stream_id=stream, payload=payload)
+        issued = made_up.model_copy(update={"command_id": master.issued_id(stream, payload)})
+        await send_commands(bootstrap, [made_up, issued])
+        [refused] = (await read_replies(bootstrap, {made_up.command_id}))[made_up.command_id]
+        assert refused.rejection is not None and refused.rejection.status == 403
 
         async def undone() -> bool | None:
             return None if await api.memory(ana, copy["item_id"]) else True
@@ -164,7 +173,5 @@ async def test_a_refused_forget_of_a_moved_memory_undoes_the_move(
         # Moved text, not forgotten text: saved again there with no resave_forgotten.
         await api.remember(ana, "Invoices go out on the 3rd, as moved.", scope="shared")
         # Over HTTP it is the command service's own.
-        r = await api.post(ana, "/v1/commands", type="ForgetMoved", payload={
-            "item_id": kept["item_id"], "base_revision": 1, "moved_to": "x",
-            "to_scope": "shared"})
+        r = await api.post(ana, "/v1/commands", type="ForgetMoved", payload=payload)
         assert (r.status_code, r.json()["code"]) == (422, "invalid"), r.text

@@ -9,6 +9,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -60,7 +61,8 @@ class Producer:
 
 
 def writer() -> tuple[PartitionWriter, Producer]:
-    w = PartitionWriter(0, "127.0.0.1:9", "test", None, VERIFIER, None,  # type: ignore[arg-type]
+    keys = SimpleNamespace(master=MasterKey(bytes(32)))  # nothing here opens or makes a key
+    w = PartitionWriter(0, "127.0.0.1:9", "test", keys, VERIFIER, None,  # type: ignore[arg-type]
                         partitions=1, reply_partitions=1)
     producer = Producer()
     w._producer = producer  # type: ignore[assignment]

@@ -210,3 +210,15 @@ def test_an_agents_promotion_brings_no_retracted_fact_back() -> None:
     copies = (copy("s1", "Run the tests first."), copy("s2", "Run them twice.", key="tests"))
     assert run(state, c.PromoteSession(), with_copies(*copies, is_agent=True)) == []
     assert len(run(state, c.PromoteSession(), with_copies(*copies))) == 2
+
+
+def test_a_fork_copies_a_retracted_fact_that_has_expired_too() -> None:
+    """QA: a retracted fact past its expiry was left out of a fork, and an agent in the
+    fork then saved it as a fact; in the source it waits for a person."""
+    past = datetime(2025, 12, 1, tzinfo=UTC)  # before the context's now
+    state = StreamState("acme/session:b")
+    made = run(state, c.ForkSession(), with_copies(
+        copy("s1", "The flight is LH123.", "fact", key="flight", expires_at=past,
+             status="disabled"), fork_of="a"))
+    assert [type(e) for e in made] == [MemoryRemembered, MemoryStatusChanged]
+    assert state.retracts("k:flight", "h:x") and state.retracts(None, "h:the flight is lh123.")

@@ -287,7 +287,7 @@ def test_a_relabel_proposal_changes_the_kind_and_tags_once_merged() -> None:
     item = anas_memory(state)
     run(state, c.RelabelMemory(item_id=item, base_revision=1, tags=("ops",), scope="shared"),
         ctx("ana"))
-    with pytest.raises(Conflict, match="does not apply"):
+    with pytest.raises(Conflict, match="the relabel changes nothing"):
         propose(state, item, change="relabel", content=None, kind="note", tags=("ops",))
     pid = propose(state, item, change="relabel", content=None, kind="decision",
                   tags=("meetings", "ops"))

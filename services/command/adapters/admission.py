@@ -42,6 +42,19 @@ from services.command.errors import (
 from services.command.state import StreamState
 
 
+def issued_at(env: CommandEnvelope, master: MasterKey, appended_at: float | None) -> float | None:
+    """The time a command's token must hold at: the broker's append time, or, for one the
+    command service sent itself (a move's forget, ``services.command.moves``), none: its
+    token is the mover's, which may expire before the forget is decided (QA: a move just
+    before its token expired left the memory in both scopes). Only the command service
+    can make such a command's id; any other command of the type is refused."""
+    if env.type != ForgetMoved.__name__:
+        return appended_at
+    if env.command_id != master.issued_id(env.stream_id, env.payload):
+        raise Forbidden("ForgetMoved is the command service's own (a move's forget)")
+    return float("-inf")
+
+
 def caller(verifier: TokenVerifier, env: CommandEnvelope, appended_at: float | None) -> Principal:
     """The token's principal, when its stream is one of the token's scopes: what even a
     repeated command must show before it is answered."""
@@ -61,10 +74,11 @@ def authorise(
     keys: dict[str, bytes],
     appended_at: float | None,
     partition: tuple[int, int],
+    master: MasterKey,
 ) -> tuple[Principal, Command]:
     """The command's principal and its validated command; ``partition``: (this writer's
     partition, the partition count)."""
-    principal = caller(verifier, env, appended_at)
+    principal = caller(verifier, env, issued_at(env, master, appended_at))
     model = COMMANDS.get(env.type)
     if model is None:
         raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
@@ -157,7 +171,7 @@ def repeat_reply(
     env = d.envelope
     assert env is not None
     try:
-        principal = caller(verifier, env, d.appended_at)
+        principal = caller(verifier, env, issued_at(env, master, d.appended_at))
     except DomainError as exc:
         return refused(env, exc)
     if principal.is_agent and not memory_on:
@@ -173,7 +187,7 @@ def repeat_reply(
     if env.once:  # the id names one act: its first answer, whatever the repeat carries
         return repeated(env, first, same=True)
     try:
-        _, cmd = authorise(verifier, env, keys, d.appended_at, partition)
+        _, cmd = authorise(verifier, env, keys, d.appended_at, partition, master)
     except Gone:  # its text sealed under the command's own key, shredded once decided
         return repeated(env, first, same=True)  # (the gateway's record sent again)
     except DomainError as exc:

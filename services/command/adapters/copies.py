@@ -27,15 +27,15 @@ class CopySources:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def active(self, stream_ids: Collection[str]) -> dict[str, tuple[Copy, ...]]:
+    async def copyable(self, stream_ids: Collection[str]) -> dict[str, tuple[Copy, ...]]:
         found: dict[str, tuple[Copy, ...]] = {}
         for stream_id in stream_ids:
             rows = await self._pool.fetch(
-                # An expired memory is read by no one: it is not brought back as a copy.
-                f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 "
-                "AND (status IN ('active', 'disabled') "
-                "OR (status = 'archived' AND archived_from = 'disabled')) "
-                "AND content IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) "
+                # An expired memory is read by no one: it is not brought back as a copy. A
+                # retracted one stays retracted, expired or not (QA: a fork left it out).
+                f"SELECT {COLUMNS} FROM memory.items WHERE stream_id = $1 AND content IS NOT NULL "
+                "AND ((status = 'active' AND (expires_at IS NULL OR expires_at > now())) "
+                "OR status = 'disabled' OR (status = 'archived' AND archived_from = 'disabled')) "
                 "ORDER BY status <> 'active', updated_at DESC, item_id LIMIT $2",
                 stream_id,
                 MAX_COPIES + 1,

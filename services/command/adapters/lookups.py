@@ -151,7 +151,7 @@ class BatchLookups:
             where = {partition_for(s, self.partitions) for s in wanted.values()}
             if not await self.projection.caught_up(where):
                 return {}, frozenset(wanted), wanted
-        found = await self.sources.active({s for k, s in wanted.items() if k not in moved})
+        found = await self.sources.copyable({s for k, s in wanted.items() if k not in moved})
         for key, item_id in moved.items():
             found[f"{wanted[key]}\x1f{item_id}"] = await self.sources.one(wanted[key], item_id)
         copies = {

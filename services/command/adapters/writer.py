@@ -246,15 +246,18 @@ class PartitionWriter:
             return
         own = new_item_id(env.stream_id, env.command_id)  # no item's yet: not a repeat
         cmd: Command | None = None
+        principal: Principal | None = None
         try:
-            principal, cmd = authorise(self._verifier, env, keys, d.appended_at, self._where)
+            principal, cmd = authorise(
+                self._verifier, env, keys, d.appended_at, self._where, self._keys.master
+            )
             copies = looked_up.live_copies(command_key(env), self.states)
             ctx = context_for(env, principal, cmd, keys, looked_up, self._keys.master, copies)
             events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(d, refused(env, exc))
-            if isinstance(cmd, ForgetMoved):  # see services.command.moves
-                await self._move_refused(env, cmd, principal, exc)
+            if env.type == ForgetMoved.__name__:  # see services.command.moves
+                await self._move_refused(env, principal, cmd, exc)
             cleanup.discard.append(own)  # its key sealed nothing that stays
             return
         except Exception as exc:  # an input no rule foresaw: this command fails, not the rest
@@ -275,7 +278,8 @@ class PartitionWriter:
         await self._reply(d, accepted(env, result, ids))
         if isinstance(cmd, MoveMemory):  # its forget where it was: in this transaction
             source = principal.stream(cmd.from_scope)
-            await self._send_command(moved_forget(cmd, env, source, events))
+            issue = self._keys.master.issued_id
+            await self._send_command(moved_forget(cmd, env, source, events, issue))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
@@ -370,13 +374,20 @@ class PartitionWriter:
         return stream in {topics.stream_id(holder.org, scope) for scope in holder.scopes}
 
     async def _move_refused(
-        self, env: CommandEnvelope, cmd: ForgetMoved, principal: Principal, why: DomainError
+        self,
+        env: CommandEnvelope,
+        principal: Principal | None,
+        cmd: Command | None,
+        why: DomainError,
     ) -> None:
         """A moved memory's forget refused undoes the move (its copy's forget, in this
         transaction); the undo's own refusal leaves both memories, which the log says."""
-        log.warning("move_refused", stream_id=env.stream_id, undo=cmd.undo, why=why.code)
-        if not cmd.undo:
-            await self._send_command(move_undone(cmd, env, principal.stream(cmd.to_scope)))
+        undo = env.payload.get("undo") is True
+        log.warning("move_refused", stream_id=env.stream_id, undo=undo, why=why.code)
+        if isinstance(cmd, ForgetMoved) and principal is not None and not cmd.undo:
+            copy_stream = principal.stream(cmd.to_scope)
+            issue = self._keys.master.issued_id
+            await self._send_command(move_undone(cmd, env, copy_stream, issue))
 
     async def _send_command(self, env: CommandEnvelope | None) -> None:
         if env is not None:
