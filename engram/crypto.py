@@ -79,11 +79,11 @@ class MasterKey:
         on every command's path)."""
         return hashlib.blake2b(data, key=self._hash_key, digest_size=16).digest()
 
-    def issued_id(self, stream_id: str, payload: dict[str, object]) -> str:
+    def issued_id(self, stream_id: str, token: str, payload: dict[str, object]) -> str:
         """The id of a command the command service sends itself (a move's forget): a keyed
-        hash of its stream and payload, which no caller can make, so none can send such a
-        command, nor take its id first."""
-        data = f"{stream_id}\x00{json.dumps(payload, sort_keys=True)}".encode()
+        hash of its stream, token and payload, which no caller can make, so none can send
+        such a command, take its id first, or send one again under another token."""
+        data = f"{stream_id}\x00{token}\x00{json.dumps(payload, sort_keys=True)}".encode()
         return "issued-" + hashlib.blake2b(data, key=self._issue_key, digest_size=16).hexdigest()
 
     def key_hash(self, org: str, key: str) -> str:

@@ -18,7 +18,7 @@ from prometheus_client import Counter
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.auth import TokenVerifier
-from engram.http import problem
+from engram.http import bearer_of, problem
 from engram.settings import CommonSettings
 
 REFUSED = Counter("engram_rate_limited_total", "HTTP requests refused by a caller's rate limit")
@@ -44,12 +44,14 @@ class Buckets:
     def take(self, caller: Hashable, now: float) -> float:
         """0 when the caller may go ahead (one request taken from its bucket), else the
         seconds until its bucket holds a request again."""
-        tokens, at = self._held.get(caller, (self.burst, now))
+        # Taken out and put back: the dict's order is the callers' last use, so the ones
+        # forgotten first when it is full are those longest idle (review).
+        tokens, at = self._held.pop(caller, (self.burst, now))
         tokens = min(self.burst, tokens + max(0.0, now - at) * self.rate)
         if tokens < 1:
             self._held[caller] = (tokens, now)
             return (1 - tokens) / self.rate
-        if caller not in self._held and len(self._held) >= self.max_callers:
+        if len(self._held) >= self.max_callers:
             self._forget_full(now)
         self._held[caller] = (tokens - 1, now)
         return 0.0
@@ -60,7 +62,7 @@ class Buckets:
     def _forget_full(self, now: float) -> None:
         refill = self.burst / self.rate  # a bucket idle this long is full again
         self._held = {k: v for k, v in self._held.items() if now - v[1] < refill}
-        if len(self._held) >= self.max_callers:  # every caller busy: the oldest half goes
+        if len(self._held) >= self.max_callers:  # every caller busy: the idlest half goes
             self._held = dict(list(self._held.items())[len(self._held) // 2 :])
 
 
@@ -100,10 +102,10 @@ def _caller(scope: Scope) -> tuple[str, str, str | None, bool] | None:
     if not isinstance(verifier, TokenVerifier) or scope.get("path") in UNLIMITED:
         return None
     header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-    scheme, _, token = header.decode("latin-1").partition(" ")
-    if scheme.lower() != "bearer":
+    token = bearer_of(header.decode("latin-1"))
+    if token is None:
         return None
-    principal = verifier.holder(token.strip())
+    principal = verifier.holder(token)
     if principal is None:
         return None
     return principal.org, principal.member, principal.agent, principal.person
@@ -111,7 +113,7 @@ def _caller(scope: Scope) -> tuple[str, str, str | None, bool] | None:
 
 def install_rate_limit(app: FastAPI, common: CommonSettings) -> None:
     """Every request a verified caller sends counts (``ENGRAM_RATE_LIMIT_PER_SECOND``, 0
-    for none, and ``ENGRAM_RATE_LIMIT_BURST``)."""
+    for none, and ``ENGRAM_RATE_LIMIT_BURST``, the bucket's size)."""
     app.add_middleware(RateLimit, rate=common.rate_limit_per_second, burst=common.rate_limit_burst)
 
 

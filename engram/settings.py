@@ -53,8 +53,9 @@ class CommonSettings(BaseSettings):
     jwt_jwks_url: str | None = Field(None, alias="ENGRAM_JWT_JWKS_URL")
     jwt_public_key: str | None = Field(None, alias="ENGRAM_JWT_PUBLIC_KEY")
     master_key: str | None = Field(None, alias="ENGRAM_MASTER_KEY")
-    # A caller's (org, member, agent) HTTP requests a second to each command or recall
-    # instance, and how many above that rate it may send at once; 0 for no limit.
+    # A caller's (org, member, agent and person claim) HTTP requests a second to each
+    # command or recall instance, 0 for no limit, and its bucket: how many it may send at
+    # once before that rate holds it back.
     rate_limit_per_second: float = Field(200, alias="ENGRAM_RATE_LIMIT_PER_SECOND", ge=0)
     rate_limit_burst: int = Field(400, alias="ENGRAM_RATE_LIMIT_BURST", ge=1)
 

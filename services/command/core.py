@@ -100,8 +100,8 @@ def _pruned(state: StreamState, events: list[Event], keep: int | None) -> list[E
             newest[event.item_id] = event.revision
     pruned: list[Event] = []
     for item_id, revision in newest.items():
-        item = state.items[item_id]
-        if item.revisions and min(item.revisions) < revision - keep:
+        item = state.items.get(item_id)  # None: made by these events (a fork's copy)
+        if item is not None and item.revisions and min(item.revisions) < revision - keep:
             pruned.append(RevisionsPruned(item_id=item_id, before=revision - keep))
     return pruned
 
@@ -375,8 +375,8 @@ def _forget(
         raise Conflict(f"memory {item.item_id} is {item.status}, not a candidate")
     if not candidates_only:  # a candidate is dismissed by any person, as it is confirmed
         check_may_forget(item, ctx)
-        if cmd.base_revision is not None:
-            check_base(item, cmd.base_revision)
+    if cmd.base_revision is not None:
+        check_base(item, cmd.base_revision)
     return [forgotten(item, cmd.reason)]
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contracts import commands as c
 from contracts.envelope import CommandEnvelope
 from contracts.events import Event
+from engram.auth import Principal
 from services.command.context import Context
 from services.command.copies import copy_into
 from services.command.errors import (
@@ -120,7 +121,27 @@ def forget_moved(state: StreamState, cmd: c.ForgetMoved, ctx: Context) -> list[E
 
 # How the command service names a command it sends itself: a keyed hash of its stream and
 # payload (``MasterKey.issued_id``), which no caller can make.
-Issue = Callable[[str, dict[str, object]], str]
+Issue = Callable[[str, str, dict[str, object]], str]
+
+
+def after_decision(
+    cmd: c.Command, env: CommandEnvelope, principal: Principal, events: list[Event], issue: Issue
+) -> CommandEnvelope | None:
+    """What a decided command sends on: a move, the forget of the memory it moved."""
+    if isinstance(cmd, c.MoveMemory):
+        return moved_forget(cmd, env, principal.stream(cmd.from_scope), events, issue)
+    return None
+
+
+def after_refusal(
+    cmd: c.Command | None, env: CommandEnvelope, principal: Principal | None, issue: Issue
+) -> CommandEnvelope | None:
+    """What a refused command sends on: a move's refused forget, the move's undo (none for
+    an undo, nor for a forget refused before it could be read: its token no longer
+    verifies at all, and the undo's would not either)."""
+    if isinstance(cmd, c.ForgetMoved) and principal is not None and not cmd.undo:
+        return move_undone(cmd, env, principal.stream(cmd.to_scope), issue)
+    return None
 
 
 def moved_forget(
@@ -162,7 +183,7 @@ def _sent(
 ) -> CommandEnvelope:
     payload = cmd.model_dump(mode="json", exclude_defaults=True)
     return CommandEnvelope(
-        command_id=issue(stream_id, payload),
+        command_id=issue(stream_id, env.token, payload),
         type=c.ForgetMoved.__name__,
         token=env.token,
         stream_id=stream_id,

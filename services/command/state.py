@@ -377,8 +377,10 @@ def _forgotten(state: StreamState, e: MemoryForgotten) -> None:
     item = state.items[e.item_id]
     if state.live is not None and item.status != "forgotten":
         state.live -= 1
-    if e.moved_to is None:  # a moved memory's text lives on in the scope it moved to
-        state.forgotten_hashes.update(e.content_hashes)
+    # A moved memory's current text lives on in the scope it moved to; its earlier texts,
+    # erased with it, count as forgotten (QA: none did).
+    moved = {item.current.content_hash} if e.moved_to is not None and item.revisions else set()
+    state.forgotten_hashes.update(set(e.content_hashes) - moved)
     # Keep only the tombstone: no sealed text survives in the writer either.
     item.status, item.revisions, item.last_change, item.links = "forgotten", {}, None, None
     # Its labels are a person's words too, and its key is free: the tombstone keeps none of

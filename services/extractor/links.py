@@ -56,8 +56,13 @@ SHARE_LINK = re.compile(
 # ("example.com?token=…" has no path, so ``URL`` never reads it). The name is found first,
 # bounded, and looked into after (a word between two open runs would backtrack).
 QUERY_NAME = re.compile(r"[?&](?P<name>[\w.-]{1,64})=")
+# A query name that carries a secret, as a whole name or its last part ("access_token",
+# "X-Amz-Signature"); a part of a word is none ("author", "design", "keyboard", "postcode"
+# were dropped: review).
 SECRET_PARAM = re.compile(
-    r"token|sig|secret|passw|pwd|key|code|auth|credential|usp|sas|rlkey", re.IGNORECASE
+    r"(?:^|[_.-])(?:token|sig|signature|secret|passw(?:or)?d|pwd|api_?key|key|code|auth|"
+    r"credentials?|sas|rlkey)$|^usp$",
+    re.IGNORECASE,
 )
 # A link said to open to whoever holds it: "anyone with the link can edit: https://…", "the
 # invite link is https://…" (a plain link after either was kept).

@@ -344,7 +344,7 @@ def _proposed_tags(
     try:
         return tuple(TypeAdapter(list[str]).validate_json(text))
     except ValidationError as exc:
-        log.error("sealed_tags_unreadable", item_id=event.item_id, error=str(exc)[:300])
+        log.error("sealed_tags_unreadable", item_id=event.item_id, error=_faults(exc))
         return None
 
 
@@ -360,5 +360,14 @@ def _labels(event: Event, one: Callable[[Sealed | None], str | None]) -> Labels 
     try:
         return Labels.model_validate_json(text)
     except ValidationError as exc:
-        log.error("sealed_labels_unreadable", item_id=event.item_id, error=str(exc)[:300])
+        log.error("sealed_labels_unreadable", item_id=event.item_id, error=_faults(exc))
         return None
+
+
+def _faults(exc: ValidationError) -> str:
+    """What does not read, by field: never the opened text itself (pydantic's own message
+    quotes it, and a log outlives a forget)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+        for e in exc.errors(include_url=False, include_input=False)[:5]
+    )

@@ -156,7 +156,8 @@ async def test_a_refused_forget_of_a_moved_memory_undoes_the_move(
                    "to_scope": "shared", "follows": f"{ana.org}/shared {new_command_id()}"}
         made_up = CommandEnvelope(command_id=new_command_id(), type="ForgetMoved",
                                   token=ana.token, stream_id=stream, payload=payload)
-        issued = made_up.model_copy(update={"command_id": master.issued_id(stream, payload)})
+        issued = made_up.model_copy(
+            update={"command_id": master.issued_id(stream, ana.token, payload)})
         await send_commands(bootstrap, [made_up, issued])
         [refused] = (await read_replies(bootstrap, {made_up.command_id}))[made_up.command_id]
         assert refused.rejection is not None and refused.rejection.status == 403

@@ -8,13 +8,17 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts import commands as c
+from contracts.envelope import CommandEnvelope
 from contracts.events import (
     MemoryPinned,
     MemoryRemembered,
     MemoryRevised,
     MemoryStatusChanged,
 )
-from services.command.context import Context, Copy
+from engram.crypto import MasterKey
+from services.command.adapters.batch import Decoded, keys_needed
+from services.command.adapters.lookups import Lookups, command_key
+from services.command.context import Context, Copy, copy_item_id, new_item_id
 from services.command.core import decide
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.state import StreamState
@@ -222,3 +226,28 @@ def test_a_fork_copies_a_retracted_fact_that_has_expired_too() -> None:
              status="disabled"), fork_of="a"))
     assert [type(e) for e in made] == [MemoryRemembered, MemoryStatusChanged]
     assert state.retracts("k:flight", "h:x") and state.retracts(None, "h:the flight is lh123.")
+
+
+def test_a_fork_of_a_retracted_fact_under_a_retention_policy() -> None:
+    """Review: with keep_revisions set, a fork of a retracted fact raised KeyError (the
+    retention looked its copy up in the state before it was there)."""
+    state = StreamState("acme/session:b")
+    ctx = with_copies(copy("s1", "The flight is LH123.", "fact", status="archived"),
+                      fork_of="a", keep_revisions=1)
+    made = run(state, c.ForkSession(), ctx)
+    assert [type(e) for e in made] == [MemoryRemembered, MemoryStatusChanged,
+                                       MemoryStatusChanged]
+
+
+def test_a_batch_makes_a_key_for_every_copy_it_read() -> None:
+    """Review: a promotion made keys for the copies active when read only, but the live
+    state decides: one read retracted and enabled earlier in the batch was copied without
+    a key, and the promotion failed."""
+    env = CommandEnvelope(command_id="promote-0001", type="PromoteSession", token="t",
+                          stream_id="acme/agent:helper", payload={})
+    read = (copy("s1", "Run the tests first."), copy("s2", "Ship on Fridays.", status="disabled"))
+    looked_up = Lookups(copies={command_key(env): read})
+    decoded = [Decoded(record=None, envelope=env)]
+    new, _ = keys_needed(decoded, {}, looked_up, MasterKey(bytes(32)))
+    own = new_item_id(env.stream_id, env.command_id)
+    assert {copy_item_id(own, s.item_id) for s in read} <= {item_id for item_id, _ in new}

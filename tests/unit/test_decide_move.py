@@ -13,7 +13,7 @@ import pytest
 from contracts import commands as c
 from contracts.envelope import CommandEnvelope
 from contracts.events import MemoryForgotten, MemoryRemembered
-from engram.auth import TokenVerifier, dev_secret, mint_token
+from engram.auth import Principal, TokenVerifier, dev_secret, mint_token
 from engram.crypto import MasterKey
 from engram.settings import CommonSettings
 from services.command.adapters.admission import authorise
@@ -27,7 +27,7 @@ from services.command.errors import (
     NotReadable,
     Unauthenticated,
 )
-from services.command.moves import move_undone, moved_forget
+from services.command.moves import after_decision, after_refusal, move_undone, moved_forget
 from services.command.state import StreamState
 from tests.unit.conftest import labels_of, make_context, run, unseal
 
@@ -71,7 +71,7 @@ def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
     assert forget.payload == {"item_id": "m-1", "base_revision": 2,
                               "moved_to": copied.item_id, "to_scope": "shared",
                               "follows": "acme/shared move-0001"}
-    assert forget.command_id == MASTER.issued_id("acme/member:ana", forget.payload)
+    assert forget.command_id == MASTER.issued_id("acme/member:ana", "t", forget.payload)
     again = moved_forget(moving(), env, "acme/member:ana", [copied], MASTER.issued_id)
     assert again is not None and again.command_id == forget.command_id  # a retry's is one
     assert moved_forget(moving(), env, "acme/member:ana", [], MASTER.issued_id) is None
@@ -94,13 +94,15 @@ def test_only_the_command_service_sends_a_forget_moved_and_its_token_may_have_ex
     expired = mint_token(dev_secret(), org="acme", member="ana", ttl_seconds=-60)
     payload = {"item_id": "m-1", "base_revision": 1, "moved_to": "c-1", "to_scope": "shared",
                "follows": "acme/shared move-0001"}
-    issued = CommandEnvelope(command_id=MASTER.issued_id("acme/member:ana", payload),
+    issued = CommandEnvelope(command_id=MASTER.issued_id("acme/member:ana", expired, payload),
                              type="ForgetMoved", token=expired, stream_id="acme/member:ana",
                              payload=payload)
     principal, cmd = authorise(verifier, issued, {}, time.time(), (0, 1), MASTER)
     assert principal.member == "ana" and isinstance(cmd, c.ForgetMoved)
+    other = mint_token(dev_secret(), org="acme", member="ana", ttl_seconds=60)
     for forged in (issued.model_copy(update={"command_id": "issued-" + "0" * 32}),
-                   issued.model_copy(update={"payload": {**payload, "moved_to": "c-2"}})):
+                   issued.model_copy(update={"payload": {**payload, "moved_to": "c-2"}}),
+                   issued.model_copy(update={"token": other})):  # sent again, another token
         with pytest.raises(Forbidden, match="the command service's own"):
             authorise(verifier, forged, {}, time.time(), (0, 1), MASTER)
     plain = CommandEnvelope(command_id="forget-0001", type="ForgetMemory", token=expired,
@@ -204,3 +206,34 @@ def test_a_moved_memory_keeps_its_expiry() -> None:
     [copied] = run(StreamState("acme/shared"), moving(),
                    into("shared", source(expires_at=later)))
     assert isinstance(copied, MemoryRemembered) and copied.expires_at == later
+
+
+def test_what_a_command_sends_on_is_a_moves_forget_or_its_undo() -> None:
+    """The writer sends what these say, in the transaction of the command they follow."""
+    ana = Principal(org="acme", member="ana")
+    env = CommandEnvelope(command_id="move-0003", type="MoveMemory", token="t",
+                          stream_id="acme/shared", payload={})
+    [copied] = run(StreamState("acme/shared"), moving(), into("shared", source()))
+    forget = after_decision(moving(), env, ana, [copied], MASTER.issued_id)
+    assert forget is not None and forget.stream_id == "acme/member:ana"
+    assert after_decision(c.PinMemory(item_id="m-1"), env, ana, [copied],
+                          MASTER.issued_id) is None
+    refused = c.ForgetMoved.model_validate(forget.payload)
+    undo = after_refusal(refused, forget, ana, MASTER.issued_id)
+    assert undo is not None and (undo.stream_id, undo.payload["undo"]) == ("acme/shared", True)
+    undone = c.ForgetMoved.model_validate(undo.payload)
+    assert after_refusal(undone, undo, ana, MASTER.issued_id) is None  # no undo of an undo
+    assert after_refusal(None, forget, None, MASTER.issued_id) is None  # token unreadable
+    assert after_refusal(c.PinMemory(item_id="m-1"), env, ana, MASTER.issued_id) is None
+
+
+def test_a_moved_memorys_earlier_texts_count_as_forgotten_where_it_was() -> None:
+    """Review: its earlier revisions are erased with it, so they are guarded as forgotten
+    text; only the text it moved with lives on."""
+    private = StreamState("acme/member:ana")
+    [saved] = run(private, c.RememberMemory(content="Deploys need one approval."))
+    run(private, c.CorrectMemory(item_id=saved.item_id, base_revision=1,
+                                 content="Deploys need two approvals."))
+    run(private, c.ForgetMoved(item_id=saved.item_id, base_revision=2, moved_to="copy-1",
+                               to_scope="shared", follows="acme/shared move-0004"))
+    assert private.forgotten_hashes == {"h:deploys need one approval."}

@@ -694,6 +694,14 @@ def test_a_wallets_seed_phrase_gives_access(text: str) -> None:
         "Bob set up 2FA for everyone.",
         "2FA is required for admins.",
         "OTP codes arrive by SMS.",
+        # Dropped by the first version of the rules above (a review).
+        "The random seed is fixed because tests need stable ordering.",
+        "Ana likes crypto news: bitcoin price alerts, ethereum gas fees, weekly market "
+        "recaps, short summaries only please.",
+        "Filter with ?author=ana on the board",
+        "Sort by ?design=compact in the gallery",
+        "Bob restores the backup every Sunday at noon before the team reviews the weekly "
+        "plan together",
         # Ordinary facts near these words.
         "Ana changed the wifi router.",
         "The password policy needs 12 characters.",

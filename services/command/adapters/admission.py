@@ -50,7 +50,7 @@ def issued_at(env: CommandEnvelope, master: MasterKey, appended_at: float | None
     can make such a command's id; any other command of the type is refused."""
     if env.type != ForgetMoved.__name__:
         return appended_at
-    if env.command_id != master.issued_id(env.stream_id, env.payload):
+    if env.command_id != master.issued_id(env.stream_id, env.token, env.payload):
         raise Forbidden("ForgetMoved is the command service's own (a move's forget)")
     return float("-inf")
 
@@ -181,9 +181,16 @@ def repeat_reply(
         # Not its first answer, which named the memory as it was: the gateway, which cannot
         # seal a retry under the shredded key, answers so too (QA: the paths differed).
         return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
-    copy = state.items.get(str(first.get("item_id"))) if env.type == "MoveMemory" else None
+    moved = env.type == MoveMemory.__name__
+    copy = state.items.get(str(first.get("item_id"))) if moved else None
     if copy is not None and copy.status == "forgotten":  # as a save's (QA: it said active)
-        return refused(env, Gone("this move's copy was forgotten since (or the move undone)"))
+        return refused(
+            env,
+            Gone(
+                "this move's copy is gone: the move was undone, or the copy since moved "
+                "on or forgotten"
+            ),
+        )
     if env.once:  # the id names one act: its first answer, whatever the repeat carries
         return repeated(env, first, same=True)
     try:

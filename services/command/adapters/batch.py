@@ -155,9 +155,10 @@ def keys_needed(
         own = new_item_id(env.stream_id, env.command_id)
         if env.type in ("RememberMemory", "CorrectMemory"):
             new.append((own, org))
+        # A key for every copy read, whatever its status then: the live one decides (QA:
+        # one read retracted, enabled earlier in the batch, was copied without a key). A
+        # key a decision leaves unused is discarded.
         copies = looked_up.copies.get(command_key(env), ())
-        if env.type == "PromoteSession":  # a promotion copies active memories only
-            copies = tuple(s for s in copies if not s.retracted)
         new += [(copy_item_id(own, s.item_id), org) for s in copies]
         state = states.get(env.stream_id)
         if state and copies:  # a key the stream holds takes the copy as a revision

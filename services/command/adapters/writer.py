@@ -24,7 +24,7 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from contracts import topics
-from contracts.commands import Command, ForgetMoved, MoveMemory
+from contracts.commands import Command, ForgetMoved
 from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import Principal, TokenVerifier
@@ -55,7 +55,7 @@ from services.command.answers import (
 )
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
-from services.command.moves import move_undone, moved_forget
+from services.command.moves import after_decision, after_refusal
 from services.command.origin import made_by
 from services.command.state import StreamState, evolve
 
@@ -256,8 +256,10 @@ class PartitionWriter:
             events = decide(state, cmd, ctx)
         except DomainError as exc:
             await self._reply(d, refused(env, exc))
-            if env.type == ForgetMoved.__name__:  # see services.command.moves
-                await self._move_refused(env, principal, cmd, exc)
+            if env.type == ForgetMoved.__name__:  # a move undone, or left whole: logged
+                log.warning("move_refused", stream_id=env.stream_id, why=exc.code)
+            issue = self._keys.master.issued_id  # a refusal's follow-up: in this transaction
+            await self._send_command(after_refusal(cmd, env, principal, issue))
             cleanup.discard.append(own)  # its key sealed nothing that stays
             return
         except Exception as exc:  # an input no rule foresaw: this command fails, not the rest
@@ -276,10 +278,8 @@ class PartitionWriter:
             self.dirty.add(state.stream_id)
         state.record_fingerprint(env.command_id, fingerprint(cmd, self._keys.master))
         await self._reply(d, accepted(env, result, ids))
-        if isinstance(cmd, MoveMemory):  # its forget where it was: in this transaction
-            source = principal.stream(cmd.from_scope)
-            issue = self._keys.master.issued_id
-            await self._send_command(moved_forget(cmd, env, source, events, issue))
+        issue = self._keys.master.issued_id  # its follow-up: in this transaction
+        await self._send_command(after_decision(cmd, env, principal, events, issue))
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
@@ -373,23 +373,8 @@ class PartitionWriter:
             return False
         return stream in {topics.stream_id(holder.org, scope) for scope in holder.scopes}
 
-    async def _move_refused(
-        self,
-        env: CommandEnvelope,
-        principal: Principal | None,
-        cmd: Command | None,
-        why: DomainError,
-    ) -> None:
-        """A moved memory's forget refused undoes the move (its copy's forget, in this
-        transaction); the undo's own refusal leaves both memories, which the log says."""
-        undo = env.payload.get("undo") is True
-        log.warning("move_refused", stream_id=env.stream_id, undo=undo, why=why.code)
-        if isinstance(cmd, ForgetMoved) and principal is not None and not cmd.undo:
-            copy_stream = principal.stream(cmd.to_scope)
-            issue = self._keys.master.issued_id
-            await self._send_command(move_undone(cmd, env, copy_stream, issue))
-
     async def _send_command(self, env: CommandEnvelope | None) -> None:
+        """A command the writer sends on (``services.command.moves``), in its transaction."""
         if env is not None:
             value = env.model_dump_json().encode()
             await self._producer.send(topics.COMMANDS, value, key=env.stream_id.encode())
