@@ -137,6 +137,56 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
         assert not [m for m in markers if m.encode() in dump]
 
 
+async def test_a_moved_memory_and_a_proposals_tags_leave_with_its_forget(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """A review: neither a moved memory (its text where it was, and in its copy) nor a
+    relabel proposal's tags may outlive the forget of the copy, in a table or a segment."""
+    ana = caller()
+    bob = caller(ana.org, member="bob")
+    text, tag = f"quokka-{uuid.uuid4().hex}", f"numbat-{uuid.uuid4().hex}"
+    cmd, rec = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        saved = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
+                                json={"content": f"The vault opens with {text}"})
+        assert saved.status_code == 201, saved.text
+        item_id = saved.json()["item_id"]
+        await eventually(lambda: _revision(http, rec, ana.headers, item_id, 1))
+        moved = await http.post(f"{cmd}/v1/memories/{item_id}/move", headers=ana.headers,
+                                json={"scope": "shared", "base_revision": 1})
+        assert moved.status_code == 200, moved.text
+        copy_id = moved.json()["item_id"]
+        await eventually(lambda: _revision(http, rec, bob.headers, copy_id, 1))
+        proposed = await http.post(
+            f"{cmd}/v1/memories/{copy_id}/propose", headers=bob.headers,
+            json={"change": "relabel", "tags": [tag], "base_revision": 1, "reason": "tidy"})
+        assert proposed.status_code == 200, proposed.text
+
+        async def listed() -> bool | None:
+            r = await http.get(f"{rec}/v1/proposals", headers=ana.headers,
+                               params={"view": "review"})
+            return True if [p["tags"] for p in r.json()["proposals"]] == [[tag]] else None
+
+        await eventually(listed, what="the proposal in review")
+        dump = pg_dump(stack_settings["DATABASE_URL"])
+        assert text.encode() in dump and tag.encode() in dump  # the scan can see them
+        forgotten = await http.delete(f"{cmd}/v1/memories/{copy_id}", headers=ana.headers,
+                                      params={"scope": "shared"})
+        assert forgotten.status_code == 200, forgotten.text
+
+    conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
+    try:
+        await eventually(lambda: conn.fetchval(
+            "SELECT 1 FROM memory.tombstones WHERE item_id = $1", copy_id), what="tombstone")
+    finally:
+        await conn.close()
+    dump = pg_dump(stack_settings["DATABASE_URL"])
+    for marker in (text, tag):
+        assert marker.encode() not in dump and marker.encode().hex().encode() not in dump
+    kafka_data = devkafka.data_dir(resolve_state())
+    for marker in (text, tag):
+        assert files_containing(kafka_data, marker.encode()) == []
+
+
 async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
     """A Kafka caller's command carries its text in plain on engram.commands. Once it is

@@ -50,7 +50,7 @@ def into(scope: str, *copies: Copy, **kw: object) -> Context:
 def moving(**kw: object) -> c.MoveMemory:  # from ana's private scope into shared
     fields: dict[str, object] = {"item_id": "m-1", "scope": "shared", "from_scope": "private",
                                  "base_revision": 2, **kw}
-    return c.MoveMemory(**fields)  # type: ignore[arg-type]
+    return c.MoveMemory.model_validate(fields)
 
 
 def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
