@@ -20,7 +20,7 @@ from contracts import commands as c
 from contracts.envelope import CommandEnvelope
 from contracts.events import Event
 from engram.auth import Principal
-from services.command.context import Context
+from services.command.context import Context, copy_item_id, new_item_id
 from services.command.copies import copy_into
 from services.command.errors import (
     Conflict,
@@ -128,8 +128,8 @@ def after_decision(
     cmd: c.Command, env: CommandEnvelope, principal: Principal, events: list[Event], issue: Issue
 ) -> CommandEnvelope | None:
     """What a decided command sends on: a move, the forget of the memory it moved."""
-    if isinstance(cmd, c.MoveMemory):
-        return moved_forget(cmd, env, principal.stream(cmd.from_scope), events, issue)
+    if isinstance(cmd, c.MoveMemory) and events:
+        return moved_forget(cmd, env, principal, issue)
     return None
 
 
@@ -140,30 +140,29 @@ def after_refusal(
     an undo, nor for a forget refused before it could be read: its token no longer
     verifies at all, and the undo's would not either)."""
     if isinstance(cmd, c.ForgetMoved) and principal is not None and not cmd.undo:
-        return move_undone(cmd, env, principal.stream(cmd.to_scope), issue)
+        return move_undone(cmd, env, principal, issue)
     return None
 
 
 def moved_forget(
-    cmd: c.MoveMemory, env: CommandEnvelope, source_stream: str, events: list[Event], issue: Issue
-) -> CommandEnvelope | None:
+    cmd: c.MoveMemory, env: CommandEnvelope, principal: Principal, issue: Issue
+) -> CommandEnvelope:
     """The forget a move sends to the stream it moved from: of the revision it copied,
-    naming the copy, under the caller's token (None for a move that copied nothing)."""
-    if not events:
-        return None
+    naming the copy (whose id follows from the move's), under the caller's token. The
+    command service's gateway makes it too, before the move is sent, to wait for it."""
     forget = c.ForgetMoved(
         item_id=cmd.item_id,
         scope=cmd.from_scope,
         base_revision=cmd.base_revision,
-        moved_to=events[-1].item_id,
+        moved_to=copy_item_id(new_item_id(env.stream_id, env.command_id), cmd.item_id),
         to_scope=cmd.scope,
         follows=f"{env.stream_id} {env.command_id}",
     )
-    return _sent(forget, env, source_stream, issue)
+    return _sent(forget, env, principal.stream(cmd.from_scope), issue)
 
 
 def move_undone(
-    cmd: c.ForgetMoved, env: CommandEnvelope, copy_stream: str, issue: Issue
+    cmd: c.ForgetMoved, env: CommandEnvelope, principal: Principal, issue: Issue
 ) -> CommandEnvelope:
     """The forget of a move's copy, when the moved memory's own forget was refused."""
     undo = c.ForgetMoved(
@@ -175,7 +174,7 @@ def move_undone(
         undo=True,
         follows=f"{env.stream_id} {env.command_id}",
     )
-    return _sent(undo, env, copy_stream, issue)
+    return _sent(undo, env, principal.stream(cmd.to_scope), issue)
 
 
 def _sent(

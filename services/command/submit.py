@@ -22,6 +22,7 @@ from services.command.adapters.ingests import ingest_key_used, key_hash, key_reu
 from services.command.adapters.replies import ReplyTimeout
 from services.command.answers import json_errors
 from services.command.core import new_item_id
+from services.command.settle import send_move
 
 
 async def read_json(request: Request, optional: bool = False) -> dict[str, Any]:
@@ -172,8 +173,15 @@ async def send(
         text = await _sealed(app.keystore, principal.org, plain)
         return plain.model_copy(update={"payload": text})
 
+    timeout = app.settings.reply_timeout_seconds
     try:
-        reply = await app.gateway.send(envelope, app.settings.reply_timeout_seconds, sealed)
+        if isinstance(command, c.MoveMemory):  # answered once settled (settle.py)
+            master = app.keystore.master
+            reply = await send_move(
+                app.gateway, master, principal, envelope, command, timeout, sealed
+            )
+        else:
+            reply = await app.gateway.send(envelope, timeout, sealed)
     except ReplyTimeout as exc:
         raise ProblemError(
             504,
@@ -199,7 +207,10 @@ async def _sealed(keystore: KeyStore, org: str, plain: CommandEnvelope) -> dict[
         raise ProblemError(
             410,
             "Memory forgotten",
-            "this command id belongs to a forgotten memory; send a new one",
+            f"this was done once already, as memory {key_id}, since forgotten or moved: it "
+            "is not done again"
+            if plain.once  # an id that names the act: there is no new one to send
+            else "this command id belongs to a forgotten memory; send a new one",
             "forgotten",
         )
     return seal_payload(payload, key_id, keys[key_id])

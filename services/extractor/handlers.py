@@ -216,7 +216,7 @@ async def _record(conn: asyncpg.Connection, stream: str, event: Event, master: M
         hashes = event.source_hashes
     if hashes:  # in the item's stream: suppressed there once it is forgotten
         await conn.execute(Q["record_sources"], org, list(hashes), event.item_id, stream)
-    elif isinstance(event, MemoryForgotten):
+    elif isinstance(event, MemoryForgotten) and event.moved_to is None:  # (QA: a move's did)
         await conn.execute(Q["suppress_sources"], org, event.item_id)
         await conn.execute(Q["suppress_item_id"], org, event.item_id)
         log.info("sources_suppressed", org=org, item_id=event.item_id)

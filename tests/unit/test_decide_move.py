@@ -17,7 +17,7 @@ from engram.auth import Principal, TokenVerifier, dev_secret, mint_token
 from engram.crypto import MasterKey
 from engram.settings import CommonSettings
 from services.command.adapters.admission import authorise
-from services.command.context import Context, Copy
+from services.command.context import Context, Copy, new_item_id
 from services.command.errors import (
     Conflict,
     Forbidden,
@@ -55,7 +55,10 @@ def moving(**kw: object) -> c.MoveMemory:  # from ana's private scope into share
 
 def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
     shared = StreamState("acme/shared")
-    [copied] = run(shared, moving(), into("shared", source()))
+    ctx = into("shared", source())  # the copy's id follows from the move's, as the writer's
+    ctx = Context(**{**ctx.__dict__, "new_item_id": lambda: new_item_id("acme/shared",
+                                                                         "move-0001")})
+    [copied] = run(shared, moving(), ctx)
     assert isinstance(copied, MemoryRemembered) and copied.status == "active"
     assert copied.item_id != "m-1" and copied.author == "ana"
     assert (unseal(copied.content), copied.kind, copied.pinned) == (
@@ -63,22 +66,23 @@ def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
     labels = labels_of(copied)
     assert (labels.tags, labels.sources) == (("ops",), ("m-1", "turn-3"))  # names its source
 
+    ana = Principal(org="acme", member="ana")
     env = CommandEnvelope(command_id="move-0001", type="MoveMemory", token="t",
                           stream_id="acme/shared", payload={})
-    forget = moved_forget(moving(), env, "acme/member:ana", [copied], MASTER.issued_id)
-    assert forget is not None and forget.stream_id == "acme/member:ana"
+    forget = moved_forget(moving(), env, ana, MASTER.issued_id)
+    assert forget.stream_id == "acme/member:ana"
     assert forget.type == "ForgetMoved" and forget.token == "t"
     assert forget.payload == {"item_id": "m-1", "base_revision": 2,
                               "moved_to": copied.item_id, "to_scope": "shared",
                               "follows": "acme/shared move-0001"}
     assert forget.command_id == MASTER.issued_id("acme/member:ana", "t", forget.payload)
-    again = moved_forget(moving(), env, "acme/member:ana", [copied], MASTER.issued_id)
-    assert again is not None and again.command_id == forget.command_id  # a retry's is one
-    assert moved_forget(moving(), env, "acme/member:ana", [], MASTER.issued_id) is None
+    again = moved_forget(moving(), env, ana, MASTER.issued_id)
+    assert again.command_id == forget.command_id  # a retry's is the same
+    assert after_decision(moving(), env, ana, [], MASTER.issued_id) is None  # nothing copied
 
     # Refused where it was, the forget undoes the move: the copy's own forget, at its
     # first revision, which undoes nothing further.
-    undo = move_undone(c.ForgetMoved.model_validate(forget.payload), forget, "acme/shared",
+    undo = move_undone(c.ForgetMoved.model_validate(forget.payload), forget, ana,
                        MASTER.issued_id)
     assert undo.stream_id == "acme/shared" and undo.command_id != forget.command_id
     assert undo.payload == {"item_id": copied.item_id, "scope": "shared", "base_revision": 1,

@@ -180,6 +180,14 @@ def repeat_reply(
     if own is not None and own.status == "forgotten":
         # Not its first answer, which named the memory as it was: the gateway, which cannot
         # seal a retry under the shredded key, answers so too (QA: the paths differed).
+        if env.once:  # an id that names the act: there is no new one to send (QA)
+            return refused(
+                env,
+                Gone(
+                    f"this was done once already, as memory {own.item_id}, "
+                    "since forgotten or moved: it is not done again"
+                ),
+            )
         return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
     moved = env.type == MoveMemory.__name__
     copy = state.items.get(str(first.get("item_id"))) if moved else None

@@ -12,7 +12,8 @@ awaited on ``engram.replies``: this instance reads every reply partition from th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaTimeoutError
@@ -92,6 +93,26 @@ class CommandGateway:
                 return await self._publish(await seal(envelope))
         except (TimeoutError, KafkaTimeoutError) as exc:
             raise ReplyTimeout(envelope.command_id) from exc
+
+    @contextlib.contextmanager
+    def expecting(
+        self, commands: list[CommandEnvelope]
+    ) -> Iterator[list[asyncio.Future[CommandReply]]]:
+        """Futures for the answers to commands the writer will send itself (a move's
+        forget), registered before the command they follow is sent, so that no answer
+        comes before its waiter."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in commands]
+        for env, future in zip(commands, futures, strict=True):
+            self._waiting.setdefault(env.command_id, {})[env.stream_id] = future
+        try:
+            yield futures
+        finally:
+            for env in commands:
+                waiting = self._waiting.get(env.command_id, {})
+                waiting.pop(env.stream_id, None)
+                if not waiting:
+                    self._waiting.pop(env.command_id, None)
 
     async def _publish(self, envelope: CommandEnvelope) -> CommandReply:
         future: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()

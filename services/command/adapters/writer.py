@@ -277,9 +277,13 @@ class PartitionWriter:
             state.record_answer(env.command_id, result)
             self.dirty.add(state.stream_id)
         state.record_fingerprint(env.command_id, fingerprint(cmd, self._keys.master))
+        # Its follow-up, in this transaction; the answer names it (a Kafka caller waits
+        # for its answer to know the move settled).
+        follow = after_decision(cmd, env, principal, events, self._keys.master.issued_id)
+        if follow is not None:
+            result = {**result, "settled_by": follow.command_id}
         await self._reply(d, accepted(env, result, ids))
-        issue = self._keys.master.issued_id  # its follow-up: in this transaction
-        await self._send_command(after_decision(cmd, env, principal, events, issue))
+        await self._send_command(follow)
         cleanup.shred += [e.item_id for e in events if isinstance(e, MemoryForgotten)]
         cleanup.used |= {e.item_id for e in events}
         if not any(e.item_id == own for e in events):
