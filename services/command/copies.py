@@ -19,11 +19,10 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRemembered, MemoryStatusChanged
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
+from services.command.labels import MAX_LABELS, labelled
 from services.command.rules import (
-    MAX_LABELS,
     expired,
     holder_revised,
-    labelled,
     revises_holder,
     superseded_by,
 )

@@ -29,6 +29,7 @@ from services.command.errors import (
     InvalidCommand,
     MemoryOff,
 )
+from services.command.labels import inherited, labelled, relabeled
 from services.command.links import link, related, unlink
 from services.command.moves import forget_moved, move
 from services.command.proposals import merge, propose, reject, withdraw
@@ -47,10 +48,7 @@ from services.command.rules import (
     find_item,
     forgotten,
     holder_revised,
-    inherited,
-    labelled,
     new_revision,
-    relabeled,
     replaced_on_confirm,
     revises_holder,
     status_change,

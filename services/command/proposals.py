@@ -24,6 +24,7 @@ from services.command.errors import (
     InvalidCommand,
     ProposalNotFound,
 )
+from services.command.labels import relabeled
 from services.command.rules import (
     agent_on_shared_fact,
     check_base,
@@ -31,7 +32,6 @@ from services.command.rules import (
     check_superseded_by,
     find_item,
     is_teammates,
-    relabeled,
     superseded_by_error,
     transition,
 )
