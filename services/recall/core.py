@@ -61,6 +61,25 @@ def or_query(text: str, limit: int = 64) -> str:
     return " | ".join(list(seen)[:limit])
 
 
+# A phrase in double quotes (straight or curly) must appear as written (seed 004's exact
+# matching): at most five, each of 1 to 200 characters, its spaces as single spaces.
+QUOTED = re.compile(r'["\u201c]([^"\u201c\u201d]{1,200})["\u201d]')
+MAX_PHRASES = 5
+
+
+def quoted(query: str) -> list[str]:
+    """The query's quoted phrases, each once."""
+    phrases = (" ".join(m.group(1).split()) for m in QUOTED.finditer(query))
+    return list(dict.fromkeys(p for p in phrases if p))[:MAX_PHRASES]
+
+
+def holds(item: Candidate, phrases: list[str]) -> bool:
+    """Whether the memory's title or text holds every phrase, case aside (as
+    ``recall.exact`` checks it in Postgres)."""
+    text = f"{item.title or ''}\n{item.content}".lower()
+    return all(p.lower() in text for p in phrases)
+
+
 def fuse(lists: dict[str, list[Candidate]], pinned: list[Candidate], top: int) -> list[Ranked]:
     """Reciprocal rank fusion, 1 / (60 + rank) per list; pinned first, then by score."""
     ranked: dict[str, Ranked] = {}

@@ -28,8 +28,10 @@ from services.recall.core import (
     fed_back,
     feedback_items,
     fuse,
+    holds,
     in_order,
     lendable,
+    quoted,
 )
 from services.recall.settings import RecallSettings
 
@@ -64,7 +66,9 @@ async def matches(
 ) -> dict[str, list[Candidate]]:
     """The ranked lists to fuse, each as deep as the fusion takes (see ``fusion_depth``):
     full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
-    the nearest vectors of the current revisions.
+    the nearest vectors of the current revisions. A query with phrases in double quotes
+    keeps in each list only the memories that hold them as written, and adds a list of
+    those memories, newest first (seed 004's exact matching).
 
     The vector list (embedding the query, then the nearest-vector search) runs beside
     the full-text search, in a second transaction for the same principal. A hybrid
@@ -98,6 +102,10 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
+    if phrases := quoted(query):  # exact matching: only the memories that hold them
+        lists = {name: [c for c in ranked if holds(c, phrases)] for name, ranked in lists.items()}
+        if retrieval in ("hybrid", "full_text"):
+            lists["exact"] = await store.exact(p, phrases, limit)
     return lists
 
 

@@ -232,3 +232,22 @@ async def test_a_sessions_and_an_agents_memory_move_the_own_generation(
             assert saved.status_code == 201, saved.text
             start = await eventually(lambda s=start: moved_from(s), what=f"{scope} counted")
         assert start.split(":")[1] == "2"
+
+
+async def test_a_quoted_phrase_is_matched_as_written(client: Client) -> None:
+    """Seed 004's exact matching: a phrase in double quotes must appear as written (case
+    aside), in the search and in a packet; its words in another order do not match."""
+    exact = await client.remember(content="The release train leaves every second Tuesday.")
+    await client.remember(content="The train for the release was late on Tuesday.")
+    await client.remember(content="Tuesday's standup covers the release.")
+    await client.settled("release train Tuesday", 3)
+    r = await client.http.post(f"{client.services['recall']}/v1/search",
+                               headers=client.who.headers,
+                               json={"query": 'when does the "Release Train" leave?'})
+    assert r.status_code == 200, r.text
+    assert [h["id"] for h in r.json()["memories"]] == [exact["item_id"]]
+    assert "exact#1" in r.json()["memories"][0]["why"]
+    packet = await client.recall('"release train"')
+    assert [i["id"] for i in packet["items"]] == [exact["item_id"]]
+    none = await client.recall('"train release"')
+    assert none["items"] == []

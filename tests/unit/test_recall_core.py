@@ -21,10 +21,12 @@ from services.recall.core import (
     feedback_items,
     fuse,
     header,
+    holds,
     in_order,
     lendable,
     or_query,
     passages,
+    quoted,
 )
 
 
@@ -200,3 +202,15 @@ def test_a_larger_budget_never_holds_fewer_entries() -> None:
         assert len(packet.text) <= chars
         has_agent = any(e.item.scope.startswith("agent:") for e in packet.entries)
         assert (AGENT_PRIVACY in packet.text) == has_agent
+
+
+def test_quoted_phrases_are_matched_as_written() -> None:
+    """Seed 004's exact matching: a phrase in double quotes must appear as written."""
+    assert quoted('deploy "release  train" and \u201con-call rotation\u201d "x"') == [
+        "release train", "on-call rotation", "x"]
+    assert quoted("no quotes here") == []
+    assert len(quoted(" ".join(f'"p{n}"' for n in range(9)))) == 5
+    item = Candidate("i-1", 1, "member:ana", "fact", "Release Train", "Leaves on Tuesdays.",
+                     False)
+    assert holds(item, ["release train"]) and holds(item, ["LEAVES ON", "train"])
+    assert not holds(item, ["train release"]) and not holds(item, ["tuesdays", "friday"])

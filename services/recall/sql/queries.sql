@@ -2,6 +2,10 @@
 -- The principal comes from the transaction (see 004_search_functions.sql).
 SELECT * FROM recall.full_text($1, $2)
 
+-- name: exact
+-- The memories that hold every quoted phrase (see 023_exact_phrases.sql); principal as above.
+SELECT * FROM recall.exact($1, $2)
+
 -- name: bm25
 -- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
 -- With $3, each item comes with its words and their term frequencies, for relevance
