@@ -206,7 +206,8 @@ def build_server(
 
     @server.tool(name="memory__search")
     async def search(query: str, limit: int = 10) -> dict[str, Any]:
-        """Find memories relevant to the current task."""
+        """Find memories relevant to the current task. A phrase in double quotes must
+        appear in a memory as written."""
         return dict(await api.recall("/v1/search", body={"query": query, "limit": limit}))
 
     @server.tool(name="memory__get")
