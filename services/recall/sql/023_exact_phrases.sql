@@ -1,9 +1,8 @@
 -- Exact matching (seed 004: retrieval is "exact and relaxed lexical matching" with vectors):
 -- a phrase in double quotes in a search must appear in a memory as written, case aside.
 -- The memories of the visible scopes that hold every phrase, newest first: found through
--- the term index (every word of the phrases), then checked as text. Phrases of stop words
--- alone have no words in the index, and find nothing here (checking every memory of the
--- scopes would cost a scan of them all): the other lists' memories that hold them remain.
+-- the term index (every word of the phrases), then checked as text. A phrase of stop words
+-- alone has no words in the index: then every active memory of the scopes is checked.
 CREATE FUNCTION recall.exact(p_phrases text[], p_limit integer)
 RETURNS TABLE (item_id text, revision integer, scope text, kind text, title text,
                content text, pinned boolean, updated_at double precision)
@@ -21,10 +20,10 @@ BEGIN
     FROM memory.items i
     WHERE i.org = recall.org() AND i.scope = ANY (recall.visible_scopes())
       AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > now())
-      AND cardinality(v_words) > 0 AND i.item_id IN (
+      AND (cardinality(v_words) = 0 OR i.item_id IN (
             SELECT t.item_id FROM memory.terms t
             WHERE t.stream_id = ANY (v_streams) AND t.lexeme = ANY (v_words)
-            GROUP BY t.item_id HAVING count(DISTINCT t.lexeme) = cardinality(v_words))
+            GROUP BY t.item_id HAVING count(DISTINCT t.lexeme) = cardinality(v_words)))
       AND NOT EXISTS (
             SELECT 1 FROM unnest(p_phrases) AS ph
             WHERE strpos(lower(coalesce(i.title, '') || E'\n' || i.content), lower(ph)) = 0)

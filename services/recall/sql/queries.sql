@@ -3,7 +3,8 @@
 SELECT * FROM recall.full_text($1, $2)
 
 -- name: exact
--- The memories that hold every quoted phrase (see 023_exact_phrases.sql); principal as above.
+-- The memories that hold every quoted phrase (see 023 and 024_exact_indexed_only.sql);
+-- principal as above.
 SELECT * FROM recall.exact($1, $2)
 
 -- name: bm25
