@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -18,11 +19,41 @@ Policy = Literal["hybrid", "preferences_first", "newest_first"]
 # parameters alike.
 RequestText = Annotated[str, AfterValidator(postgres_text)]
 
+# Seed 004's exact matching: a phrase in double quotes (straight, or curly: both are
+# straight once read) must appear as written, at word boundaries, case aside, however its
+# words are spaced. At most five phrases of at most 200 characters each: more is refused,
+# never dropped.
+CURLY = str.maketrans({"\u201c": '"', "\u201d": '"'})
+QUOTED = re.compile(r'"([^"]*)"')
+MAX_PHRASES, MAX_PHRASE = 5, 200
+
+
+def phrases_of(query: str) -> list[str]:
+    """The query's quoted phrases, each once whatever its case, their spaces single."""
+    found = (" ".join(m.group(1).split()) for m in QUOTED.finditer(query.translate(CURLY)))
+    unique: dict[str, str] = {}
+    for phrase in found:
+        if phrase:
+            unique.setdefault(phrase.lower(), phrase)
+    return list(unique.values())
+
+
+def _phrases_fit(query: str) -> str:
+    phrases = phrases_of(query)
+    if len(phrases) > MAX_PHRASES:
+        raise ValueError(f"at most {MAX_PHRASES} phrases in double quotes, not {len(phrases)}")
+    if any(len(p) > MAX_PHRASE for p in phrases):
+        raise ValueError(f"a phrase in double quotes holds at most {MAX_PHRASE} characters")
+    return query
+
+
+Query = Annotated[RequestText, AfterValidator(_phrases_fit)]
+
 
 class RecallRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query: RequestText = Field(max_length=20_000)
+    query: Query = Field(max_length=20_000)
     run_id: RequestText | None = Field(default=None, max_length=200)
     # On-off fields take JSON's true and false only (StrictBool), as the commands do.
     use_memory: StrictBool = True  # a run can turn memory off: nothing supplied, nothing recorded
@@ -92,7 +123,7 @@ class GenerationResponse(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query: RequestText = Field(min_length=1, max_length=20_000)
+    query: Query = Field(min_length=1, max_length=20_000)
     limit: StrictInt = Field(default=10, ge=1, le=100)
     # Diagnostics and benchmarks: one retriever alone instead of the fused ranking.
     retrieval: Literal["hybrid", "full_text", "vector"] = "hybrid"

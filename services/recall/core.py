@@ -61,23 +61,19 @@ def or_query(text: str, limit: int = 64) -> str:
     return " | ".join(list(seen)[:limit])
 
 
-# A phrase in double quotes (straight or curly) must appear as written (seed 004's exact
-# matching): at most five, each of 1 to 200 characters, its spaces as single spaces.
-QUOTED = re.compile(r'["\u201c]([^"\u201c\u201d]{1,200})["\u201d]')
-MAX_PHRASES = 5
+def phrase_pattern(phrase: str) -> str:
+    """A quoted phrase as a regular expression both Python and PostgreSQL read alike: its
+    words as written, any run of spaces between them, not inside a longer word (QA:
+    "ERR-1042" matched "ERR-10423")."""
+    words = r"\s+".join(re.escape(w) for w in phrase.split())
+    return rf"(?<![\w]){words}(?![\w])"
 
 
-def quoted(query: str) -> list[str]:
-    """The query's quoted phrases, each once."""
-    phrases = (" ".join(m.group(1).split()) for m in QUOTED.finditer(query))
-    return list(dict.fromkeys(p for p in phrases if p))[:MAX_PHRASES]
-
-
-def holds(item: Candidate, phrases: list[str]) -> bool:
-    """Whether the memory's title or text holds every phrase, case aside (as
-    ``recall.exact`` checks it in Postgres)."""
-    text = f"{item.title or ''}\n{item.content}".lower()
-    return all(p.lower() in text for p in phrases)
+def holds(item: Candidate, patterns: list[str]) -> bool:
+    """Whether the memory's title or text holds every phrase (``phrase_pattern``), case
+    aside, as ``recall.exact`` checks it in Postgres."""
+    text = f"{item.title or ''}\n{item.content}"
+    return all(re.search(p, text, re.IGNORECASE) for p in patterns)
 
 
 def fuse(lists: dict[str, list[Candidate]], pinned: list[Candidate], top: int) -> list[Ranked]:

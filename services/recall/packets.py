@@ -7,6 +7,7 @@ import contextlib
 from typing import Literal, Protocol
 
 from contracts.recall import (
+    CURLY,
     OrgPolicy,
     RecalledItem,
     RecallRequest,
@@ -14,6 +15,7 @@ from contracts.recall import (
     SearchHit,
     SearchRequest,
     SearchResponse,
+    phrases_of,
 )
 from engram.auth import Principal
 from engram.embeddings.errors import ProviderError
@@ -31,7 +33,7 @@ from services.recall.core import (
     holds,
     in_order,
     lendable,
-    quoted,
+    phrase_pattern,
 )
 from services.recall.settings import RecallSettings
 
@@ -73,6 +75,7 @@ async def matches(
     The vector list (embedding the query, then the nearest-vector search) runs beside
     the full-text search, in a second transaction for the same principal. A hybrid
     search then ranks its full-text list again with relevance feedback (``feed_back``)."""
+    query = query.translate(CURLY)  # a curly quote is a quote (QA: it lost the full text)
     limit = depth(settings, top)
     feedback = (
         retrieval == "hybrid"
@@ -102,10 +105,11 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
-    if phrases := quoted(query):  # exact matching: only the memories that hold them
-        lists = {name: [c for c in ranked if holds(c, phrases)] for name, ranked in lists.items()}
+    if phrases := phrases_of(query):  # exact matching: only the memories that hold them
+        patterns = [phrase_pattern(phrase) for phrase in phrases]
+        lists = {name: [c for c in got if holds(c, patterns)] for name, got in lists.items()}
         if retrieval in ("hybrid", "full_text"):
-            lists["exact"] = await store.exact(p, phrases, limit)
+            lists["exact"] = await store.exact(p, phrases, patterns, limit)
     return lists
 
 

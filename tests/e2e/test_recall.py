@@ -251,3 +251,15 @@ async def test_a_quoted_phrase_is_matched_as_written(client: Client) -> None:
     assert [i["id"] for i in packet["items"]] == [exact["item_id"]]
     none = await client.recall('"train release"')
     assert none["items"] == []
+    # At word boundaries, however its words are spaced (QA: "ERR-1042" found "ERR-10423").
+    err = await client.remember(content="The payment service threw ERR-1042  twice.")
+    await client.remember(content="The gateway threw ERR-10423 once.")
+    await client.settled("threw", 2)
+    r = await client.http.post(f"{client.services['recall']}/v1/search",
+                               headers=client.who.headers,
+                               json={"query": '\u201cerr-1042 twice\u201d'})
+    assert [h["id"] for h in r.json()["memories"]] == [err["item_id"]]
+    r = await client.http.post(f"{client.services['recall']}/v1/search",
+                               headers=client.who.headers,
+                               json={"query": " ".join(f'"p{n}"' for n in range(6))})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid")  # more is refused, not dropped

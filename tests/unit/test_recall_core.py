@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import ValidationError
 
+from contracts.recall import RecallRequest, SearchRequest, phrases_of
 from services.recall.core import (
     AGENT_PRIVACY,
     EXCERPT_WORDS,
@@ -26,7 +28,7 @@ from services.recall.core import (
     lendable,
     or_query,
     passages,
-    quoted,
+    phrase_pattern,
 )
 
 
@@ -205,12 +207,29 @@ def test_a_larger_budget_never_holds_fewer_entries() -> None:
 
 
 def test_quoted_phrases_are_matched_as_written() -> None:
-    """Seed 004's exact matching: a phrase in double quotes must appear as written."""
-    assert quoted('deploy "release  train" and \u201con-call rotation\u201d "x"') == [
+    """Seed 004's exact matching: a phrase in double quotes must appear as written, at
+    word boundaries, case aside, however its words are spaced (QA: "ERR-1042" found
+    "ERR-10423"; a sixth phrase, or one after a phrase too long, was silently dropped)."""
+    assert phrases_of('deploy "release  train" and \u201con-call rotation\u201d "x" "X"') == [
         "release train", "on-call rotation", "x"]
-    assert quoted("no quotes here") == []
-    assert len(quoted(" ".join(f'"p{n}"' for n in range(9)))) == 5
-    item = Candidate("i-1", 1, "member:ana", "fact", "Release Train", "Leaves on Tuesdays.",
-                     False)
-    assert holds(item, ["release train"]) and holds(item, ["LEAVES ON", "train"])
-    assert not holds(item, ["train release"]) and not holds(item, ["tuesdays", "friday"])
+    assert phrases_of("no quotes here") == [] and phrases_of('"" " "') == []
+    with pytest.raises(ValidationError, match="at most 5 phrases"):
+        SearchRequest(query=" ".join(f'"p{n}"' for n in range(6)))
+    with pytest.raises(ValidationError, match="at most 200 characters"):
+        RecallRequest(query=f'"{"x" * 201}" shipped "v2.3.1"')
+
+    def item(content: str, title: str | None = None) -> Candidate:
+        return Candidate("i-1", 1, "member:ana", "fact", title, content, False)
+
+    def held(content: str, *phrases: str, title: str | None = None) -> bool:
+        return holds(item(content, title), [phrase_pattern(p) for p in phrases])
+
+    assert held("Leaves on Tuesdays.", "release train", "LEAVES ON", title="Release Train")
+    assert not held("The train for the release.", "release train")
+    assert held("The payment service threw ERR-1042 twice.", "ERR-1042")
+    assert not held("The gateway threw ERR-10423 once.", "ERR-1042")
+    assert not held("We shipped v2.3.10.", "v2.3.1") and held("We shipped v2.3.1.", "v2.3.1")
+    assert not held("Concatenate the strings.", "catenate")
+    assert held("The quick  brown fox", "quick brown")
+    assert held("The deploy window\nopens at noon.", "window opens")
+    assert held("Costs (x) rise 100%.", "(x) rise 100%")

@@ -81,10 +81,13 @@ class RecallStore:
                 rows = await conn.fetch(Q["full_text"], text, limit)
         return [_candidate(r) for r in rows]
 
-    async def exact(self, p: Principal, phrases: list[str], limit: int) -> list[Candidate]:
-        """The memories that hold every phrase as written (case aside), newest first."""
+    async def exact(
+        self, p: Principal, phrases: list[str], patterns: list[str], limit: int
+    ) -> list[Candidate]:
+        """The memories that hold every phrase as written (its ``patterns``, case aside),
+        newest first."""
         async with as_principal(self._pool, p) as conn:
-            rows = await conn.fetch(Q["exact"], phrases, limit)
+            rows = await conn.fetch(Q["exact"], phrases, patterns, limit)
         return [_candidate(r) for r in rows]
 
     async def term_stats(self, p: Principal, query: str, words: list[str]) -> TermStats:

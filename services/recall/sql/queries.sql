@@ -3,9 +3,9 @@
 SELECT * FROM recall.full_text($1, $2)
 
 -- name: exact
--- The memories that hold every quoted phrase (see 023 and 024_exact_indexed_only.sql);
+-- The memories that hold every quoted phrase (see 023, 024 and 025_exact_words.sql);
 -- principal as above.
-SELECT * FROM recall.exact($1, $2)
+SELECT * FROM recall.exact($1, $2, $3)
 
 -- name: bm25
 -- BM25 over the term index (see 006_bm25.sql and 007_bm25_deltas.sql); the principal as above.
