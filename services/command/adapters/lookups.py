@@ -137,28 +137,24 @@ class BatchLookups:
         when it is decided."""
         if self.sources is None:
             return {}, frozenset(), {}
-        wanted: dict[CommandKey, str] = {}
-        moved: dict[CommandKey, str] = {}  # a move's item
+        wanted: dict[CommandKey, tuple[str, str | None]] = {}  # source stream, a move's item
         for env in envelopes:
             if env.type in ("PromoteSession", "ForkSession", "MoveMemory"):
                 source = self._source(env, appended_at.get(command_key(env)))
-                item_id = env.payload.get("item_id")
-                if source is not None and (env.type != "MoveMemory" or isinstance(item_id, str)):
-                    wanted[command_key(env)] = source
-                    if isinstance(item_id, str) and env.type == "MoveMemory":
-                        moved[command_key(env)] = item_id
+                item = env.payload.get("item_id") if env.type == "MoveMemory" else None
+                if source is not None and (env.type != "MoveMemory" or isinstance(item, str)):
+                    wanted[command_key(env)] = (source, item)
+        sources = {key: source for key, (source, _) in wanted.items()}
         if wanted and self.projection is not None:
-            where = {partition_for(s, self.partitions) for s in wanted.values()}
+            where = {partition_for(s, self.partitions) for s in sources.values()}
             if not await self.projection.caught_up(where):
-                return {}, frozenset(wanted), wanted
-        found = await self.sources.copyable({s for k, s in wanted.items() if k not in moved})
-        for key, item_id in moved.items():
-            found[f"{wanted[key]}\x1f{item_id}"] = await self.sources.one(wanted[key], item_id)
+                return {}, frozenset(wanted), sources
+        found = await self.sources.copyable({s for s, item in wanted.values() if item is None})
         copies = {
-            key: found[f"{source}\x1f{moved[key]}" if key in moved else source]
-            for key, source in wanted.items()
+            key: found[source] if item is None else await self.sources.one(source, item)
+            for key, (source, item) in wanted.items()
         }
-        return copies, frozenset(), wanted
+        return copies, frozenset(), sources
 
     def _source(self, env: CommandEnvelope, at: float | None) -> str | None:
         try:
