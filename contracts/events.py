@@ -82,6 +82,9 @@ class MemoryRemembered(Event):
     author: str | None = None
     # The agent run that proposed it, when it is a candidate from one (its cap counts it).
     run_id: str | None = None
+    # Learned by the extractor and used at once, unconfirmed (the org's ``learning:
+    # apply``, seed 002): a later inference may replace it, as no confirmed fact may be.
+    inferred: bool = False
 
     def plain_labels(self) -> Labels | None:
         """What an event written before labels were sealed carries in plain, if any."""
@@ -106,6 +109,10 @@ class MemoryRevised(Event):
     # and the keyed hashes of the sources it brought. None and () otherwise.
     labels: Sealed | None = None
     source_hashes: tuple[Annotated[str, Field(max_length=200)], ...] = ()
+    # The new text is an inference (the extractor's, or an agent's correction nobody asked
+    # for) of a memory that is one too: it stays unconfirmed. Else an active memory's
+    # revision confirms it.
+    inferred: bool = False
 
 
 class MemoryPinned(Event):

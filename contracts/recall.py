@@ -13,6 +13,10 @@ from contracts.envelope import MadeBy
 from contracts.text import postgres_text
 
 Policy = Literal["hybrid", "preferences_first", "newest_first"]
+# What the extractor's learning does (seeds 000 and 002 differ): ``suggest`` makes each
+# learned fact a candidate a person confirms (seed 000); ``apply`` uses it at once in a
+# session's or an agent's memory (seed 002's learned memory), as an unconfirmed inference.
+Learning = Literal["suggest", "apply"]
 
 
 # Every text of a recall request that reaches PostgreSQL: body fields, path and query
@@ -185,6 +189,11 @@ class OrgPolicy(BaseModel):
     # Whether the extractor learns into agents' memory from their turns (seed 002's
     # agentMemory); off, agents keep what is saved or promoted, and learn nothing new.
     agent_memory: StrictBool = True
+    # Whether what the extractor learns in a session's or an agent's memory waits for a
+    # person (``suggest``, seed 000) or is used at once (``apply``, seed 002); in the other
+    # scopes it always waits. An applied fact never replaces a confirmed one, nor brings
+    # back a retracted one: those still wait as candidates.
+    learning: Learning = "suggest"
 
 
 class Link(BaseModel):

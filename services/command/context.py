@@ -55,6 +55,9 @@ class Context:
     max_memories_per_scope: int | None = None
     # The org's memory capability (seed 004): off, an agent's command is refused.
     memory: bool = True
+    # The org's learning is "apply" (seed 002): the extractor's facts in a session's or an
+    # agent's memory are used at once, as unconfirmed inferences.
+    apply_learning: bool = False
     # A promotion's or a fork's source memories, read by the writer, and the session the
     # token's session forks.
     copies: tuple[Copy, ...] = ()

@@ -108,10 +108,12 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
     digest = ctx.content_hash(cmd.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     key_hash = ctx.key_hash(cmd.key) if cmd.key else None
-    confirmed = not cmd.candidate and (
-        not ctx.is_agent or _agent_confirms(state, cmd, ctx, key_hash, digest)
+    inferred = _applied(state, cmd, ctx, key_hash, digest)
+    confirmed = inferred or (
+        not cmd.candidate
+        and (not ctx.is_agent or _agent_confirms(state, cmd, ctx, key_hash, digest))
     )
-    if not confirmed:
+    if inferred or not confirmed:  # learned again, or proposed again: not twice
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
@@ -127,6 +129,7 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
                 tags=cmd.tags,
                 sources=cmd.sources,
                 pinned=cmd.pinned,
+                inferred=inferred,
             )
             links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
             return [*revised, *links]
@@ -154,9 +157,26 @@ def _remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[E
             replaces=existing.item_id if existing else None,
             author=ctx.member,
             run_id=None if confirmed else cmd.run_id,
+            inferred=inferred,
         ),
         *links,
     ]
+
+
+LEARNED_SCOPES = ("session:", "agent:")  # seed 002's learned memory and agent memory
+
+
+def _applied(
+    state: StreamState, cmd: c.RememberMemory, ctx: Context, key_hash: str | None, digest: str
+) -> bool:
+    """Whether the extractor's fact is used at once, unconfirmed (the org's ``learning:
+    apply``, seed 002): in a session's or an agent's memory only, and never over a confirmed
+    fact of its key, nor for a key or a text a person retracted (seed 002: only a direct
+    Remember brings one back). Otherwise it waits as a candidate (seed 000)."""
+    if not (cmd.extracted and ctx.apply_learning and ctx.scope.startswith(LEARNED_SCOPES)):
+        return False
+    holder = state.active_by_key(key_hash) if key_hash else None
+    return (holder is None or not holder.confirmed) and not state.retracts(key_hash, digest)
 
 
 def _agent_confirms(
@@ -211,7 +231,10 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
     check_owner(item, ctx, asked=confirmed)
     if item.status == "candidate":  # it stays one: not as a copy of text the scope holds
         check_not_held(state, digest, ctx, own=item.item_id)
-    revised = new_revision(item, cmd.content, cmd.title, ctx, "corrected", digest=digest)
+    # An agent's unasked correction of an inference is one too (seed 002's consolidation).
+    revised = new_revision(
+        item, cmd.content, cmd.title, ctx, "corrected", digest=digest, inferred=not confirmed
+    )
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 
 

@@ -237,11 +237,14 @@ def holder_revised(
     tags: tuple[str, ...],
     sources: tuple[str, ...],
     pinned: bool,
+    inferred: bool = False,
 ) -> list[Event]:
     """The key's memory revised by a save or a copy: the new text with the labels it brings
     (``relabelled``), then a pin when it asks for one; none unpins (QA: a save's pin was
-    dropped)."""
-    revised = new_revision(holder, content, title, ctx, "corrected", digest=digest)
+    dropped). ``inferred``: an applied inference revising one (seed 002)."""
+    revised = new_revision(
+        holder, content, title, ctx, "corrected", digest=digest, inferred=inferred
+    )
     revised = relabelled(revised, holder, ctx, key, tags, sources)
     if not pinned or holder.pinned:
         return [revised]
@@ -304,6 +307,7 @@ def new_revision(
     reason: str,
     restored_from: int | None = None,
     digest: str | None = None,  # the text's content hash, when the caller has it already
+    inferred: bool = False,  # an inference's text for an unconfirmed memory (seed 002)
 ) -> MemoryRevised:
     return MemoryRevised(
         item_id=item.item_id,
@@ -315,6 +319,7 @@ def new_revision(
         content_hash=digest or ctx.content_hash(text),
         content_length=len(text),
         restored_from=restored_from,
+        inferred=inferred,
     )
 
 

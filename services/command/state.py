@@ -65,6 +65,8 @@ class Item:
     # The keyed hash of its key (``MasterKey.key_hash``): the key itself is sealed, in
     # ``labels``, and the writer keeps no plaintext.
     key_hash: str | None
+    # A confirmed fact: active once, and not only as an inference (``MemoryRemembered.
+    # inferred``) that no person or asked-for save has revised or brought back since.
     confirmed: bool
     revisions: dict[int, Revision] = field(default_factory=dict)
     expires_at: datetime | None = None
@@ -324,7 +326,7 @@ def _remembered(state: StreamState, e: MemoryRemembered) -> None:
         revision=e.revision,
         pinned=e.pinned,
         key_hash=e.key_hash,
-        confirmed=e.status == "active",
+        confirmed=e.status == "active" and not e.inferred,
         expires_at=e.expires_at,
         revisions={e.revision: Revision(e.content, e.title, e.content_hash, e.content_length)},
         author=e.author,
@@ -346,6 +348,8 @@ def _revised(state: StreamState, e: MemoryRevised) -> None:
         _hold(state.held, e.content_hash, item.item_id)
     item.last_change = ("revision", e.base_revision)
     item.revision = e.revision
+    if item.status == "active" and not e.inferred:  # an inferred fact a person revised
+        item.confirmed = True
     if e.labels is not None:  # a keyed save brought tags or sources
         item.labels = e.labels
 

@@ -210,3 +210,44 @@ async def test_an_orgs_memory_off_hides_it_from_agents_and_keeps_it_for_people(
         on_again = await http.put(f"{recall}/v1/policy", headers=agent_admin.headers,
                                   json={"memory": True})
         assert on_again.status_code == 403, on_again.text  # QA: an agent switched it on
+
+
+async def test_learning_apply_uses_what_the_extractor_learns_at_once(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """The org's `learning: apply` (seed 002's learned memory): the session's learned fact
+    is active, and in the session's next packet, with no person's confirm; the org's
+    private scopes still get candidates (seed 000)."""
+    ana = caller(session="trip")
+    admin = caller(org=ana.org, member="root", roles=("admin",))
+    recall = services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        bad = await http.put(f"{recall}/v1/policy", headers=admin.headers,
+                             json={"learning": "always"})
+        assert bad.status_code == 422
+        r = await http.put(f"{recall}/v1/policy", headers=admin.headers,
+                           json={"learning": "apply"})
+        assert r.status_code == 200 and r.json()["learning"] == "apply"
+        await publish_turns(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+                            turn(ana, "t-1", "Remember that I prefer window seats."),
+                            turn(ana, "t-2", "Remember that I prefer tea over coffee.",
+                                 scope="private"))
+
+        async def listed(status: str, scope: str) -> list[dict[str, Any]] | None:
+            r = await http.get(f"{recall}/v1/memories", headers=ana.headers,
+                               params={"status": status})
+            return [m for m in r.json()["memories"] if m["scope"].startswith(scope)] or None
+
+        [fact] = await eventually(lambda: listed("active", "session"),
+                                  what="the learned fact, active")
+        assert fact["content"] == "I prefer window seats."
+        [waits] = await eventually(lambda: listed("candidate", "member"),
+                                   what="the private scope's candidate")
+        assert waits["content"] == "I prefer tea over coffee."
+        assert await listed("candidate", "session") is None
+        packet = await http.post(f"{recall}/v1/recall", headers=ana.headers,
+                                 json={"query": "which seat do I like?"})
+        assert fact["item_id"] in [i["id"] for i in packet.json()["items"]]
+        r = await http.get(f"{recall}/v1/changes", headers=ana.headers,
+                           params={"scope": "session"})
+        assert [(c["type"], c["made_by"]) for c in r.json()["changes"]] == [
+            ("MemoryRemembered", "extraction")]

@@ -105,8 +105,12 @@ async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall
     assert first.status_code == 200, first.text
     defaults = {"policy": "hybrid", "max_chars": None, "session_use": True,
                 "session_generate": True, "max_candidates_per_run": 3, "agent_memory": True,
-                "max_memories_per_scope": None, "memory": True}
+                "max_memories_per_scope": None, "memory": True, "learning": "suggest"}
     assert first.json() == {**defaults, "max_items": 5, "keep_revisions": 3}
+    learning = await recall.put_policy({"learning": "apply"}, "admin")
+    assert learning.json() == {**first.json(), "learning": "apply"}
+    first = await recall.put_policy({"learning": "suggest"}, "admin")
+    assert first.json()["learning"] == "suggest"
     quota = await recall.put_policy({"max_memories_per_scope": 500}, "admin")
     assert quota.json() == {**first.json(), "max_memories_per_scope": 500}
     first = await recall.put_policy({"max_memories_per_scope": None}, "admin")
@@ -123,7 +127,8 @@ async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall
     assert read.json() == expected
 
     # Null clears only what may be empty; members still cannot set it.
-    for body in ({"policy": None}, {"session_use": None}, {"agent_memory": None}):
+    for body in ({"policy": None}, {"session_use": None}, {"agent_memory": None},
+                 {"learning": None}):
         refused = await recall.put_policy(body, "admin")
         assert refused.status_code == 422, body
     denied = await recall.put_policy({"max_items": 1})

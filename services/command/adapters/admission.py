@@ -147,6 +147,7 @@ def context_for(
         max_candidates_per_run=limits.max_candidates_per_run,
         max_memories_per_scope=limits.max_memories_per_scope,
         memory=limits.memory,
+        apply_learning=limits.learning == "apply",
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

@@ -1,5 +1,6 @@
 """The orgs' policies that the writer decides with: revision retention, the cap on a
-run's candidates and the quota of memories per scope.
+run's candidates, the quota of memories per scope, the memory switch and what learning
+does.
 
 An admin sets them with the org's policy (recall's ``PUT /v1/policy``, table
 ``recall.org_policies``). The writer reads them for the orgs of a batch, at most once per
@@ -31,6 +32,9 @@ class OrgLimits:
     max_memories_per_scope: int | None = None
     # The org's memory capability (seed 004): off, agents change nothing.
     memory: bool = True
+    # Seed 002's learned memory: the extractor's facts in a session's or an agent's memory
+    # are used at once ("apply"), not left as candidates ("suggest", seed 000).
+    learning: str = "suggest"
 
 
 KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
@@ -59,7 +63,7 @@ class OrgPolicies:
         try:
             rows = await self._pool.fetch(
                 "SELECT org, keep_revisions, max_candidates_per_run, max_memories_per_scope, "
-                "memory FROM recall.org_policies WHERE org = ANY($1)",
+                "memory, learning FROM recall.org_policies WHERE org = ANY($1)",
                 orgs,
             )
         except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
@@ -72,6 +76,7 @@ class OrgPolicies:
                 r["max_candidates_per_run"],
                 r["max_memories_per_scope"],
                 r["memory"],
+                r["learning"],
             )
             for r in rows
         }

@@ -147,6 +147,7 @@ class RecallStore:
                 list(changes),
                 policy.max_memories_per_scope,
                 policy.memory,
+                policy.learning,
             )
         return OrgPolicy(**dict(row))
 

@@ -110,18 +110,18 @@ ORDER BY n.ordinality
 
 -- name: org_policy
 SELECT policy, max_items, max_chars, keep_revisions, session_use, session_generate,
-       max_candidates_per_run, agent_memory, max_memories_per_scope, memory
+       max_candidates_per_run, agent_memory, max_memories_per_scope, memory, learning
 FROM recall.org_policies WHERE org = $1
 
 -- name: set_org_policy
 -- $11: the fields the request names; the others keep their value (as configure_session
--- does), or, in an org's first row, take $2-$10, $12 and $13 as the defaults. In one statement, so two
--- admins setting different fields at once both keep theirs.
+-- does), or, in an org's first row, take $2-$10 and $12-$14 as the defaults. In one
+-- statement, so two admins setting different fields at once both keep theirs.
 INSERT INTO recall.org_policies AS o (org, policy, max_items, max_chars, keep_revisions,
                                       session_use, session_generate, updated_by,
                                       max_candidates_per_run, agent_memory,
-                                      max_memories_per_scope, memory)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13)
+                                      max_memories_per_scope, memory, learning)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14)
 ON CONFLICT (org) DO UPDATE SET
     policy = CASE WHEN 'policy' = ANY($11::text[]) THEN EXCLUDED.policy ELSE o.policy END,
     max_items = CASE WHEN 'max_items' = ANY($11) THEN EXCLUDED.max_items ELSE o.max_items END,
@@ -141,9 +141,10 @@ ON CONFLICT (org) DO UPDATE SET
                                   THEN EXCLUDED.max_memories_per_scope
                                   ELSE o.max_memories_per_scope END,
     memory = CASE WHEN 'memory' = ANY($11) THEN EXCLUDED.memory ELSE o.memory END,
+    learning = CASE WHEN 'learning' = ANY($11) THEN EXCLUDED.learning ELSE o.learning END,
     updated_by = EXCLUDED.updated_by, updated_at = now()
 RETURNING policy, max_items, max_chars, keep_revisions, session_use, session_generate,
-          max_candidates_per_run, agent_memory, max_memories_per_scope, memory
+          max_candidates_per_run, agent_memory, max_memories_per_scope, memory, learning
 
 -- name: session_switches
 SELECT * FROM recall.session_switches($1, $2, $3)

@@ -1,0 +1,146 @@
+"""The org's ``learning`` policy (seeds 000 and 002 differ): under ``apply`` what the
+extractor learns in a session's or an agent's memory is used at once, as an unconfirmed
+inference; it never replaces a confirmed fact nor brings back a retracted one, and in the
+other scopes it waits as a candidate, as it always does under ``suggest``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from contracts import commands as c
+from contracts.events import MemoryRemembered, MemoryRevised, MemoryStatusChanged
+from services.command.context import Context
+from services.command.errors import AlreadyHeld
+from services.command.state import StreamState
+from tests.unit.conftest import make_context, run, unseal
+
+
+def applying(scope: str = "session:trip", is_agent: bool = False, **kw: object) -> Context:
+    return replace(make_context(scope=scope, is_agent=is_agent, **kw), apply_learning=True)  # type: ignore[arg-type]
+
+
+def learned(text: str, key: str | None = "budget", scope: str = "session") -> c.RememberMemory:
+    """The extractor's command, as ``services.extractor.core.proposal`` builds it."""
+    return c.RememberMemory(
+        scope=scope, content=text, key=key, candidate=True, extracted=True, run_id="run-1"
+    )
+
+
+def test_under_apply_a_learned_session_fact_is_active_and_inferred() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    assert isinstance(fact, MemoryRemembered)
+    assert (fact.status, fact.inferred, fact.run_id) == ("active", True, None)
+    item = state.items[fact.item_id]
+    assert item.status == "active" and not item.confirmed
+
+
+def test_under_suggest_the_same_fact_waits_as_a_candidate() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), make_context(scope="session:trip"))
+    assert isinstance(fact, MemoryRemembered)
+    assert (fact.status, fact.inferred) == ("candidate", False)
+
+
+def test_apply_reaches_agent_memory_but_not_a_members_or_the_shared_scope() -> None:
+    agent = StreamState("acme/agent:helper")
+    [used] = run(
+        agent, learned("Run the tests first.", None, "agent"), applying("agent:helper", True)
+    )
+    assert isinstance(used, MemoryRemembered) and used.status == "active"
+    for scope, name in (("private", "member:ana"), ("shared", "shared")):
+        state = StreamState(f"acme/{name}")
+        [waits] = run(state, learned("Ana likes tea.", None, scope), applying(name))
+        assert isinstance(waits, MemoryRemembered)
+        assert (waits.status, waits.inferred) == ("candidate", False)
+
+
+def test_an_explicit_candidate_is_no_learned_fact() -> None:
+    """Only the extractor's facts are applied: an agent's own candidate still waits."""
+    state = StreamState("acme/session:trip")
+    command = c.RememberMemory(scope="session", content="Maybe Lisbon.", candidate=True)
+    [waits] = run(state, command, applying(is_agent=True))
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+
+
+def test_a_later_inference_of_the_key_revises_the_inferred_fact() -> None:
+    """Seed 002: one key holds one fact, and consolidation changes what it learned."""
+    state = StreamState("acme/session:trip")
+    [first] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    [revised] = run(state, learned("The trip budget is 1800 EUR."), applying())
+    assert isinstance(revised, MemoryRevised)
+    assert (revised.item_id, revised.revision, revised.inferred) == (first.item_id, 2, True)
+    assert unseal(revised.content) == "The trip budget is 1800 EUR."
+    assert not state.items[first.item_id].confirmed  # still an inference
+    [again] = run(state, learned("The trip budget is 2000 EUR."), applying())
+    assert isinstance(again, MemoryRevised) and again.revision == 3
+
+
+def test_an_inference_never_replaces_a_confirmed_fact() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, c.RememberMemory(scope="session", content="Budget: 1500.", key="budget"),
+                 make_context(scope="session:trip"))
+    [waits] = run(state, learned("The trip budget is 900 EUR."), applying())
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+    assert state.items[fact.item_id].revision == 1  # untouched
+
+
+def test_a_persons_correction_confirms_an_inferred_fact() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    [corrected] = run(
+        state,
+        c.CorrectMemory(item_id=fact.item_id, base_revision=1, content="Budget: 1600 EUR."),
+        make_context(scope="session:trip"),
+    )
+    assert isinstance(corrected, MemoryRevised) and not corrected.inferred
+    assert state.items[fact.item_id].confirmed
+    [waits] = run(state, learned("The trip budget is 900 EUR."), applying())
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+
+
+def test_an_agents_unasked_correction_of_an_inference_stays_an_inference() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    [corrected] = run(
+        state,
+        c.CorrectMemory(item_id=fact.item_id, base_revision=1, content="Budget: 1700 EUR."),
+        applying(is_agent=True),
+    )
+    assert isinstance(corrected, MemoryRevised) and corrected.inferred
+    assert not state.items[fact.item_id].confirmed
+    [revised] = run(state, learned("The trip budget is 1900 EUR."), applying())
+    assert isinstance(revised, MemoryRevised) and revised.item_id == fact.item_id
+
+
+def test_a_retracted_key_or_text_is_not_brought_back_by_an_inference() -> None:
+    """Seed 002: a retracted fact stays retracted; only a direct Remember brings it back."""
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    [retracted] = run(
+        state, c.DisableMemory(item_id=fact.item_id), make_context(scope="session:trip")
+    )
+    assert isinstance(retracted, MemoryStatusChanged) and retracted.status == "disabled"
+    [by_key] = run(state, learned("The trip budget is 2500 EUR."), applying())
+    [by_text] = run(state, learned("The trip budget is 1500 EUR.", key=None), applying())
+    for waits in (by_key, by_text):
+        assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+    assert state.items[fact.item_id].status == "disabled"
+
+
+def test_a_fact_learned_twice_is_held_once() -> None:
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, learned("The trip budget is 1500 EUR.", key=None), applying())
+    assert refused.value.extra["item_id"] == fact.item_id
+
+
+def test_applied_facts_count_toward_no_run_cap() -> None:
+    state = StreamState("acme/session:trip")
+    ctx = applying(max_candidates_per_run=1)
+    for n in range(3):
+        [fact] = run(state, learned(f"Stop number {n} is a museum.", key=None), ctx)
+        assert isinstance(fact, MemoryRemembered) and fact.status == "active"
