@@ -85,6 +85,8 @@ class MemoryRemembered(Event):
     # Learned by the extractor and used at once, unconfirmed (the org's ``learning:
     # apply``, seed 002): a later inference may replace it, as no confirmed fact may be.
     inferred: bool = False
+    # Credits the save cost (seed 004's pricing; 0: free, or the org is not metered).
+    charged: Annotated[int, Field(ge=0)] = 0
 
     def plain_labels(self) -> Labels | None:
         """What an event written before labels were sealed carries in plain, if any."""
@@ -113,6 +115,8 @@ class MemoryRevised(Event):
     # for) of a memory that is one too: it stays unconfirmed. Else an active memory's
     # revision confirms it.
     inferred: bool = False
+    # Credits the new text cost (seed 004's pricing; 0: free, or the org is not metered).
+    charged: Annotated[int, Field(ge=0)] = 0
 
 
 class MemoryPinned(Event):
@@ -137,6 +141,9 @@ class MemoryStatusChanged(Event):
     status: Status
     previous: Status
     superseded_by: str | None = None
+    # An agent's change of an inferred fact (seed 002): back to active, it stays an
+    # inference. Else a memory made active is a confirmed fact.
+    inferred: bool = False
 
 
 class MemoryForgotten(Event):

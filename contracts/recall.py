@@ -196,6 +196,23 @@ class OrgPolicy(BaseModel):
     learning: Learning = "suggest"
 
 
+class BillingView(BaseModel):
+    """The org's account (seed 004's pricing and holds), as ``GET /v1/billing`` answers:
+    open while the org is held, so its people can see why. An org without an account is
+    not metered: nothing is charged nor held."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metered: bool
+    suspended: bool = False
+    balance: int | None = None  # credits left (negative: spent past it meanwhile)
+    monthly_cap: int | None = None  # credits one caller may spend a calendar month (UTC)
+    month: str  # this month, "YYYY-MM" (UTC)
+    # Credits spent this month by caller ("member:<id>" or "agent:<id>"): the token's own
+    # caller's; an admin's token sees every caller's.
+    spent: dict[str, int]
+
+
 class Link(BaseModel):
     """A directed link between two memories (seed 004); ``direction`` is as seen from the
     memory asked about."""
@@ -290,6 +307,7 @@ class Change(BaseModel):
     made_by: MadeBy | None
     command_id: str
     occurred_at: datetime
+    charged: int = 0  # credits it cost (seed 004's pricing; 0: free, or not metered)
 
 
 class ChangesResponse(BaseModel):

@@ -31,6 +31,7 @@ def messages() -> dict[str, type[BaseModel]]:
         "GenerationResponse": recall.GenerationResponse,
         "SearchRequest": recall.SearchRequest,
         "OrgPolicy": recall.OrgPolicy,
+        "BillingView": recall.BillingView,
         "SearchResponse": recall.SearchResponse,
         "LinksResponse": recall.LinksResponse,
         "ProposalsResponse": recall.ProposalsResponse,

@@ -8,7 +8,8 @@ engram token         mint a development token
 engram demo          remember something, recall it, print the packet
 
 and the commands of ``engram.rebuild_cli`` (replay, reindex, fetch-model) and of
-``engram.operate_cli`` (lag, dlq, prune-commands, import-memory-md, mcp).
+``engram.operate_cli`` (lag, dlq, prune-commands, import-memory-md, mcp) and of
+``engram.billing_cli`` (billing show, set, off).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 
 from engram.auth import dev_secret, mint_token, name_problem
+from engram.billing_cli import register as register_billing
 from engram.devstack import DevstackError, stack
 from engram.devstack.cli import dev_app, status_table
 from engram.operate_cli import register as register_operate
@@ -31,6 +33,7 @@ app = typer.Typer(help="Engram: event-sourced memory for AI agents.", no_args_is
 app.add_typer(dev_app, name="dev")
 register_rebuild(app)
 register_operate(app)
+register_billing(app)
 console = Console()
 err = Console(stderr=True)
 

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN
 from contracts.events import Sealed
+from engram.billing import Account
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
@@ -58,6 +59,10 @@ class Context:
     # The org's learning is "apply" (seed 002): the extractor's facts in a session's or an
     # agent's memory are used at once, as unconfirmed inferences.
     apply_learning: bool = False
+    # The org's account when it is metered (seed 004's pricing and holds; None: it is
+    # not), as the writer has spent from it so far, and who spends (``caller_of``).
+    account: Account | None = None
+    caller: str = ""
     # A promotion's or a fork's source memories, read by the writer, and the session the
     # token's session forks.
     copies: tuple[Copy, ...] = ()
@@ -85,6 +90,9 @@ class Copy:
     revision: int = 0  # the revision read (a move copies the one its caller saw)
     author: str | None = None  # the member who saved it
     status: str = "active"
+    # An inference no person confirmed (seed 002's learned memory): a promotion or a fork
+    # copies it as one, and never over a confirmed fact.
+    inferred: bool = False
 
     @property
     def retracted(self) -> bool:  # a fork copies it retracted (seed 002)

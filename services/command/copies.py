@@ -34,7 +34,7 @@ def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Eve
         raise Forbidden(
             "a promotion copies the token's session into its agent: this token names no session"
         )
-    return copy_into(state, ctx, kinds=cmd.kinds, retracted=False)
+    return copy_into(state, ctx, kinds=cmd.kinds, retracted=False, inferences=True)
 
 
 def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
@@ -46,7 +46,7 @@ def fork(state: StreamState, cmd: c.ForkSession, ctx: Context) -> list[Event]:
         raise Forbidden(
             f"{state.stream_id} has a history already: a fork copies into a new session"
         )
-    return copy_into(state, ctx, kinds=None, retracted=True)
+    return copy_into(state, ctx, kinds=None, retracted=True, inferences=True)
 
 
 def copy_into(
@@ -55,7 +55,11 @@ def copy_into(
     kinds: Collection[str] | None,
     retracted: bool,
     resave: bool = False,
+    inferences: bool = False,
 ) -> list[Event]:
+    """``inferences``: an inferred source is copied as an inference, and never over a
+    confirmed fact of its key (a promotion's, a fork's; a move is a person's act, and
+    confirms what it moves)."""
     if not ctx.copies_ready:
         raise NotReadable(
             "the source session's newest memories are not readable yet (the read model "
@@ -87,8 +91,11 @@ def copy_into(
             continue  # one key holds one fact: the source's first (newest) wins
         if source.key and not source.retracted:  # (a retracted fact holds no key: QA, a
             keys_done.add(source.key)  # fork left one out, and an agent brought it back)
-        held.add(digest)
+        inferred = inferences and source.inferred
         same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
+        if inferred and same_key is not None and same_key.confirmed:
+            continue  # an inference never replaces a confirmed fact (QA: a promotion did)
+        held.add(digest)
         if same_key is not None and revises_holder(
             same_key, source.kind, source.expires_at, ctx.now
         ):  # as a keyed save does (core._remember)
@@ -102,12 +109,13 @@ def copy_into(
                 tags=source.tags,
                 sources=_copy_sources(source),
                 pinned=source.pinned,
+                inferred=inferred,
             )
             continue
         copy_id = copy_item_id(base_id, source.item_id)
         if same_key is not None:  # another kind or lifetime: a memory of its own takes the key
             events.append(superseded_by(same_key, copy_id))
-        events.append(_copied(source, copy_id, digest, ctx))
+        events.append(_copied(source, copy_id, digest, ctx, inferred))
         if source.retracted:  # only into a new session: no key or text of it is held here
             events += _retracted(copy_id, source.status)
     return events
@@ -129,7 +137,9 @@ def _is_retracted(source: Copy) -> bool:
     return source.retracted
 
 
-def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryRemembered:
+def _copied(
+    source: Copy, item_id: str, digest: str, ctx: Context, inferred: bool = False
+) -> MemoryRemembered:
     return MemoryRemembered(
         item_id=item_id,
         scope=ctx.scope,
@@ -143,6 +153,7 @@ def _copied(source: Copy, item_id: str, digest: str, ctx: Context) -> MemoryReme
         content_length=len(source.content),
         expires_at=source.expires_at,
         author=ctx.member,
+        inferred=inferred,
     )
 
 

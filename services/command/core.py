@@ -20,12 +20,15 @@ from contracts.events import (
     MemoryStatusChanged,
     RevisionsPruned,
 )
+from engram.billing import hold_on
+from services.command.charges import charged
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context, new_item_id
 from services.command.copies import fork, promote
 from services.command.errors import (
     Conflict,
     Forbidden,
+    Held,
     InvalidCommand,
     MemoryOff,
 )
@@ -74,6 +77,8 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
             current_version=state.seq,
             expected_version=cmd.expected_version,
         )
+    if not isinstance(cmd, ERASURES) and (hold := hold_on(ctx.account, ctx.caller)):
+        raise Held(hold)  # seed 004: a held org's every call but an erasure
     if ctx.is_agent and not ctx.memory and not isinstance(cmd, ERASURES):
         raise MemoryOff(
             "memory is off for this org (its policy's memory): an agent saves and changes "
@@ -82,9 +87,33 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
         )
     handler = _HANDLERS[type(cmd)]
     events = handler(state, cmd, ctx)
+    if ctx.is_agent:
+        events = _inferences_kept(state, events)
     if ctx.max_memories_per_scope is not None:
         check_quota(state, events, ctx.max_memories_per_scope)
-    return events + _pruned(state, events, ctx.keep_revisions)
+    return charged(state, cmd, events, ctx) + _pruned(state, events, ctx.keep_revisions)
+
+
+def _inferences_kept(state: StreamState, events: list[Event]) -> list[Event]:
+    """An agent's change of an inferred fact leaves it one: an undo, a restore, or a
+    status change back to active confirm nothing (QA: an agent's unarchive, or its undo
+    of the extractor's revision, made the inference a confirmed fact). Its corrections and
+    saves say so themselves (one the user asked for confirms it)."""
+    kept: list[Event] = []
+    for event in events:
+        item = state.items.get(event.item_id)
+        if (
+            item is not None
+            and not item.confirmed
+            and item.status != "candidate"
+            and (
+                isinstance(event, MemoryStatusChanged)
+                or (isinstance(event, MemoryRevised) and event.reason != "corrected")
+            )
+        ):
+            event = event.model_copy(update={"inferred": True})
+        kept.append(event)
+    return kept
 
 
 def _pruned(state: StreamState, events: list[Event], keep: int | None) -> list[Event]:
@@ -204,7 +233,12 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
         # Nor another memory corrected to a retracted text (QA).
         and not state.retracts(None, digest)
     )
-    if item.confirmed and not confirmed:
+    # An inferred fact (seed 002's learned memory) is rewritten unasked, as the
+    # extractor's consolidation does, only while the org applies learning, and never to a
+    # retracted text (QA: an agent brought one back so).
+    inference = not item.confirmed and item.status != "candidate"
+    rewrites = confirmed or (inference and ctx.apply_learning and not state.retracts(None, digest))
+    if (item.confirmed or inference) and not rewrites:
         # An inference never replaces a confirmed fact: it waits as a candidate, unless the
         # scope holds its text already (QA: an agent's correction to the fact's own text,
         # or to a candidate's, went round already_held).
@@ -229,7 +263,8 @@ def _correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Eve
             *related(state, new_id, None, cmd.related_ids, ctx),
         ]
     check_owner(item, ctx, asked=confirmed)
-    if item.status == "candidate":  # it stays one: not as a copy of text the scope holds
+    if item.status == "candidate" or not confirmed:  # it stays one, or an inference: not
+        # as a copy of text the scope holds
         check_not_held(state, digest, ctx, own=item.item_id)
     # An agent's unasked correction of an inference is one too (seed 002's consolidation).
     revised = new_revision(

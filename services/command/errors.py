@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.envelope import Rejection
+from engram.billing import Hold
 
 
 class CommandServiceError(Exception):
@@ -105,6 +106,15 @@ class MemoryQuotaReached(DomainError):
     quotas): nothing more is added until some are forgotten or the quota is raised."""
 
     code, status, title = "memory_quota_reached", 429, "The scope is full"
+
+
+class Held(DomainError):
+    """Seed 004's holds: the org is suspended, out of credit, or the caller has spent its
+    monthly cap (``engram.billing.hold_on`` says which, as code, status and title)."""
+
+    def __init__(self, hold: Hold, **extra: Any) -> None:
+        super().__init__(hold.detail, **extra)
+        self.code, self.status, self.title = hold.code, hold.status, hold.title
 
 
 class NotDecidable(DomainError):

@@ -121,9 +121,20 @@ async def ingest(request: Request) -> JSONResponse:
     else:
         sent = await _ingest_once(request, key, payloads)
     results = [_outcome(i, reply) for i, (reply, _) in enumerate(sent)]
-    if all(r.get("code") == "memory_off" for r in results):  # as every other route answers
-        raise ProblemError(403, "Memory is off", results[0]["detail"], "memory_off")
+    first = sent[0][0].rejection
+    if (
+        first is not None
+        and first.code in WHOLE
+        and all(r.get("code") == first.code for r in results)
+    ):
+        # as every other route answers: memory off, or the org held (seed 004)
+        raise ProblemError(first.status, first.title, first.detail, first.code)
     return JSONResponse({"results": results})
+
+
+# Refusals of the org or the caller, not of a message: every message refused so is the
+# ingest refused.
+WHOLE = frozenset({"memory_off", "org_suspended", "payment_required", "key_spend_limit_exceeded"})
 
 
 async def _ingest_once(

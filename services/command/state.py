@@ -373,7 +373,7 @@ def _status(state: StreamState, e: MemoryStatusChanged) -> None:
     item.last_change = ("status", e.previous)
     item.status, item.revision = e.status, e.revision
     item.archived_from = e.previous if e.status == "archived" else None
-    item.confirmed = item.confirmed or e.status == "active"
+    item.confirmed = item.confirmed or (e.status == "active" and not e.inferred)
     item.revisions[e.revision] = item.revisions[e.revision - 1]
 
 

@@ -48,6 +48,7 @@ from services.projector.core import (
     status_after,
     touches_active,
 )
+from services.projector.marks import marked, record_charges, record_inferences
 
 log = get_logger(__name__)
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
@@ -75,9 +76,12 @@ class EventProjector:
     ) -> bool:
         """Apply a batch of new memories and store ``offsets``, in one statement; True when
         done. False, with nothing written, for any other batch: one with an event of
-        another kind (or none), or that does not go on from its streams' heads, or that
-        another applier recorded first. The full path (``write``) then takes it."""
-        if not good or not all(isinstance(event, MemoryRemembered) for _, _, event in good):
+        another kind (or none) or a mark (``marks``), or that does not go on from its streams'
+        heads, or that another applier recorded first. The full path (``write``) then
+        takes it."""
+        if not good or not all(
+            isinstance(event, MemoryRemembered) and not marked(event) for _, _, event in good
+        ):  # a charge or an inference is marked in the full path's transaction
             return False
         firsts: dict[str, int] = {}
         lasts: dict[str, int] = {}
@@ -123,7 +127,10 @@ class EventProjector:
             self._guard(conn, good), self._keys.get_many(wanted)
         )
         if fresh:
+            before = dict(status)  # _apply updates it
             await self._apply(conn, fresh, heads, status, keys)
+            await record_charges(conn, fresh)
+            await record_inferences(conn, fresh, before)
 
     async def _guard(
         self, conn: asyncpg.Connection, batch: list[Decoded]

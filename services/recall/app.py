@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
+from engram.billing import Accounts
 from engram.db import create_pool, migrate, migrate_shared, with_user
 from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
@@ -16,6 +17,7 @@ from engram.logging import configure_logging, get_logger
 from engram.ratelimit import install_rate_limit
 from engram.settings import CommonSettings
 from engram.setup import service_sql_dirs
+from services.recall import billing
 from services.recall.adapters.embedder import open_embedder
 from services.recall.adapters.store import RecallStore
 from services.recall.handlers import router
@@ -43,6 +45,7 @@ def create_app(
             async with open_embedder(embedding, settings, pool) as embedder:
                 app.state.settings, app.state.store = settings, RecallStore(pool)
                 app.state.verifier, app.state.pool = TokenVerifier(common), pool
+                app.state.accounts = Accounts(pool)
                 app.state.embedder = embedder
                 log.info("recall_started", port=settings.port, model=_model(app))
                 if embedder is not None:
@@ -66,6 +69,7 @@ def create_app(
 
     install_health(app, ready)
     app.include_router(router)
+    app.include_router(billing.router)
     return app
 
 

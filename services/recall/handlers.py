@@ -37,6 +37,7 @@ from contracts.recall import (
 from engram.auth import Principal, ScopeError
 from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
+from services.recall.billing import not_held
 from services.recall.core import bound, excerpt, page_cursor, read_cursor
 from services.recall.packets import generation_text, recall, search
 
@@ -64,7 +65,7 @@ async def _memory_on_for_agents(request: Request) -> None:
 
 router = APIRouter(
     responses=PROBLEM_RESPONSES,
-    dependencies=[Security(BEARER), Depends(_memory_on_for_agents)],
+    dependencies=[Security(BEARER), Depends(not_held), Depends(_memory_on_for_agents)],
 )
 Status = Literal["active", "disabled", "archived", "candidate"]
 ProposalStatus = Literal["pending", "merged", "rejected", "withdrawn", "outdated", "expired"]

@@ -239,7 +239,7 @@ async def test_learning_apply_uses_what_the_extractor_learns_at_once(
 
         [fact] = await eventually(lambda: listed("active", "session"),
                                   what="the learned fact, active")
-        assert fact["content"] == "I prefer window seats."
+        assert fact["content"] == "I prefer window seats." and fact["inferred"] is True
         [waits] = await eventually(lambda: listed("candidate", "member"),
                                    what="the private scope's candidate")
         assert waits["content"] == "I prefer tea over coffee."
@@ -251,3 +251,15 @@ async def test_learning_apply_uses_what_the_extractor_learns_at_once(
                            params={"scope": "session"})
         assert [(c["type"], c["made_by"]) for c in r.json()["changes"]] == [
             ("MemoryRemembered", "extraction")]
+        # A person's correction makes it a confirmed fact, which a read says.
+        r = await http.post(f"{services['command']}/v1/memories/{fact['item_id']}/correct",
+                            headers=ana.headers,
+                            json={"content": "I prefer aisle seats.", "base_revision": 1,
+                                  "scope": "session"})
+        assert r.status_code == 200, r.text
+
+        async def confirmed() -> bool:
+            r = await http.get(f"{recall}/v1/memories/{fact['item_id']}", headers=ana.headers)
+            return r.json()["revision"] == 2 and r.json()["inferred"] is False
+
+        await eventually(confirmed, what="the corrected fact, confirmed")

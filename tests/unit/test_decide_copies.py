@@ -251,3 +251,32 @@ def test_a_batch_makes_a_key_for_every_copy_it_read() -> None:
     new, _ = keys_needed(decoded, {}, looked_up, MasterKey(bytes(32)))
     own = new_item_id(env.stream_id, env.command_id)
     assert {copy_item_id(own, s.item_id) for s in read} <= {item_id for item_id, _ in new}
+
+
+def test_an_inference_is_copied_as_one_and_never_over_a_confirmed_fact() -> None:
+    """QA (learning: apply): a promotion put a session's inference over the agent's
+    confirmed fact of its key, and a fork made an inference a confirmed fact."""
+    state = StreamState("acme/agent:helper")
+    person = make_context(scope="agent:helper")
+    [fact] = run(state, c.RememberMemory(scope="agent", content="Call me Samuel.",
+                                         kind="preference", key="name"), person)
+    guess = replace(copy("s1", "Call me Sam.", "preference", key="name"), inferred=True)
+    tests = replace(copy("s2", "Run the tests first."), inferred=True)
+    made = run(state, c.PromoteSession(), with_copies(guess, tests))
+    assert [(type(e), e.item_id == fact.item_id) for e in made] == [(MemoryRemembered, False)]
+    [copied] = made
+    assert isinstance(copied, MemoryRemembered) and copied.inferred
+    assert not state.items[copied.item_id].confirmed
+    assert unseal(state.items[fact.item_id].current.content) == "Call me Samuel."
+    # An inference of the key a copy revises stays one; a confirmed source confirms it.
+    newer = replace(copy("s3", "Run the tests twice.", key="tests"), inferred=True)
+    keyed = StreamState("acme/agent:helper")
+    [first] = run(keyed, c.PromoteSession(), with_copies(
+        replace(copy("s4", "Run the tests first.", key="tests"), inferred=True)))
+    [revised] = run(keyed, c.PromoteSession(), with_copies(newer))
+    assert isinstance(revised, MemoryRevised) and revised.item_id == first.item_id
+    assert revised.inferred and not keyed.items[first.item_id].confirmed
+    confirmed = copy("s5", "Run the tests thrice.", key="tests")
+    [settled] = run(keyed, c.PromoteSession(), with_copies(confirmed))
+    assert isinstance(settled, MemoryRevised) and not settled.inferred
+    assert keyed.items[first.item_id].confirmed

@@ -144,3 +144,56 @@ def test_applied_facts_count_toward_no_run_cap() -> None:
     for n in range(3):
         [fact] = run(state, learned(f"Stop number {n} is a museum.", key=None), ctx)
         assert isinstance(fact, MemoryRemembered) and fact.status == "active"
+
+
+def test_an_agent_may_not_rewrite_an_inference_to_a_retracted_text() -> None:
+    """QA: an agent's unasked correction of an inferred fact brought back text a person had
+    retracted; it waits as a candidate, and text another memory holds is refused."""
+    state = StreamState("acme/session:trip")
+    person = make_context(scope="session:trip")
+    [hotel] = run(state, c.RememberMemory(scope="session", content="The hotel is the Hilton."),
+                  person)
+    run(state, c.DisableMemory(item_id=hotel.item_id), person)
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    rewrite = c.CorrectMemory(item_id=fact.item_id, base_revision=1,
+                              content="The hotel is the Hilton.")
+    [waits] = run(state, rewrite, applying(is_agent=True))
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+    assert waits.replaces == fact.item_id
+    [other] = run(state, c.RememberMemory(scope="session", content="We fly on Monday."), person)
+    with pytest.raises(AlreadyHeld) as refused:
+        run(state, c.CorrectMemory(item_id=fact.item_id, base_revision=1,
+                                   content="We fly on Monday."), applying(is_agent=True))
+    assert refused.value.extra["item_id"] == other.item_id
+
+
+def test_under_suggest_an_agents_unasked_correction_of_an_inference_waits() -> None:
+    """QA: after the org went back to suggest, agents still rewrote inferred facts."""
+    state = StreamState("acme/session:trip")
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    rewrite = c.CorrectMemory(item_id=fact.item_id, base_revision=1, content="Budget: 1700.")
+    [waits] = run(state, rewrite, make_context(scope="session:trip", is_agent=True))
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+    assert state.items[fact.item_id].revision == 1
+
+
+def test_an_agents_unarchive_or_undo_leaves_an_inference_one() -> None:
+    """QA: an agent's archive and unarchive, or its undo of the extractor's revision, made
+    the inference a confirmed fact, which later inferences could no longer revise."""
+    state = StreamState("acme/session:trip")
+    agent = applying(is_agent=True)
+    [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
+    run(state, c.ArchiveMemory(item_id=fact.item_id), agent)
+    [back] = run(state, c.UnarchiveMemory(item_id=fact.item_id), agent)
+    assert isinstance(back, MemoryStatusChanged) and back.inferred
+    run(state, learned("The trip budget is 1800 EUR."), applying())
+    [undone] = run(state, c.UndoChange(item_id=fact.item_id, base_revision=4), agent)
+    assert isinstance(undone, MemoryRevised) and undone.inferred
+    assert not state.items[fact.item_id].confirmed
+    [revised] = run(state, learned("The trip budget is 2000 EUR."), applying())
+    assert isinstance(revised, MemoryRevised) and revised.item_id == fact.item_id
+    # A person's unarchive confirms it.
+    person = make_context(scope="session:trip")
+    run(state, c.ArchiveMemory(item_id=fact.item_id), person)
+    run(state, c.UnarchiveMemory(item_id=fact.item_id), person)
+    assert state.items[fact.item_id].confirmed

@@ -26,6 +26,7 @@ from services.recall.adapters.store import Opening
 from services.recall.core import Candidate
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
+from tests.unit.test_recall_request_text import Unmetered
 
 SECRET = "a-development-secret-of-at-least-32-bytes"
 
@@ -114,6 +115,7 @@ def recall_app(store: FullTextStore, embedder: FailingEmbedder) -> FastAPI:
     app.include_router(router)
     app.state.store, app.state.embedder, app.state.settings = store, embedder, RecallSettings()
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
+    app.state.accounts = Unmetered()
     return app
 
 

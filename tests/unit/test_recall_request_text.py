@@ -60,12 +60,20 @@ class NoStore:
         raise AssertionError(f"the store was asked for {name}")
 
 
+class Unmetered:
+    """No org is metered (seed 004's holds): every call passes them, reading nothing."""
+
+    async def of(self, orgs: list[str], fresh: bool = False) -> dict[str, None]:
+        return dict.fromkeys(orgs)
+
+
 def recall_app() -> FastAPI:
     app = FastAPI()
     install_problem_handlers(app)
     app.include_router(router)
     app.state.store, app.state.embedder, app.state.settings = NoStore(), None, RecallSettings()
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
+    app.state.accounts = Unmetered()
     return app
 
 

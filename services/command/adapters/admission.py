@@ -18,6 +18,7 @@ from contracts import topics
 from contracts.commands import COMMANDS, Command, ForgetMoved, MoveMemory
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
+from engram.billing import caller_of
 from engram.crypto import (
     KeyMissingError,
     MasterKey,
@@ -148,6 +149,8 @@ def context_for(
         max_memories_per_scope=limits.max_memories_per_scope,
         memory=limits.memory,
         apply_learning=limits.learning == "apply",
+        account=limits.account,
+        caller=caller_of(principal.member, principal.agent),
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

@@ -19,7 +19,7 @@ from services.command.context import Copy
 
 COLUMNS = (
     "item_id, kind, key, title, content, pinned, tags, sources, expires_at, status, revision, "
-    "created_by ->> 'member' AS author"
+    "created_by ->> 'member' AS author, inferred"
 )
 
 
@@ -68,4 +68,5 @@ def _copy(r: asyncpg.Record) -> Copy:
         revision=r["revision"],
         author=r["author"],
         status=r["status"],
+        inferred=r["inferred"],
     )

@@ -1,6 +1,6 @@
 """The orgs' policies that the writer decides with: revision retention, the cap on a
-run's candidates, the quota of memories per scope, the memory switch and what learning
-does.
+run's candidates, the quota of memories per scope, the memory switch, what learning
+does, and the org's account when it is metered (seed 004's pricing and holds).
 
 An admin sets them with the org's policy (recall's ``PUT /v1/policy``, table
 ``recall.org_policies``). The writer reads them for the orgs of a batch, at most once per
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import asyncpg
 
 from contracts.commands import MAX_CANDIDATES_PER_RUN
+from engram.billing import Account, read_accounts
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -35,6 +36,9 @@ class OrgLimits:
     # Seed 002's learned memory: the extractor's facts in a session's or an agent's memory
     # are used at once ("apply"), not left as candidates ("suggest", seed 000).
     learning: str = "suggest"
+    # Seed 004's pricing and holds: the org's account when it is metered (None: it is
+    # not), shared by every writer of this process, which spends from it as it decides.
+    account: Account | None = None
 
 
 KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
@@ -60,6 +64,14 @@ class OrgPolicies:
         return {org: self._known[org][0] for org in orgs}
 
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
+        accounts = await read_accounts(self._pool, orgs)
+        limits = await self._policies(orgs)
+        return {
+            org: replace(limits.get(org, OrgLimits()), account=accounts.get(org))
+            for org in set(limits) | set(accounts)
+        }
+
+    async def _policies(self, orgs: list[str]) -> dict[str, OrgLimits]:
         try:
             rows = await self._pool.fetch(
                 "SELECT org, keep_revisions, max_candidates_per_run, max_memories_per_scope, "

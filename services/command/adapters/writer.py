@@ -53,6 +53,7 @@ from services.command.answers import (
     poisoned,
     refused,
 )
+from services.command.charges import cost
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
 from services.command.moves import after_decision, after_refusal
@@ -272,6 +273,8 @@ class PartitionWriter:
             return
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
+        if ctx.account is not None:  # the next command of the org sees what is left
+            ctx.account.spend(ctx.caller, cost(events))
         result = answer(cmd, state, env.command_id, events, ctx)
         if not events:  # it changed nothing: a retry gets this answer, not a new decision
             state.record_answer(env.command_id, result)

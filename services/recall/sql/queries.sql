@@ -66,14 +66,14 @@ SELECT item_id, revision, status, title FROM memory.items WHERE item_id = ANY($1
 -- name: get_item
 SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags, sources,
        superseded_by, created_at, updated_at, expires_at,
-       coalesce(expires_at <= now(), false) AS expired
+       coalesce(expires_at <= now(), false) AS expired, inferred
 FROM memory.items
 WHERE item_id = $1 AND org = $2 AND scope = ANY($3)
   AND status IN ('active', 'disabled', 'archived', 'candidate')
 
 -- name: list_items
 SELECT item_id, revision, scope, kind, status, key, title, content, pinned, tags,
-       updated_at, expires_at, coalesce(expires_at <= now(), false) AS expired
+       updated_at, expires_at, coalesce(expires_at <= now(), false) AS expired, inferred
 FROM memory.items
 WHERE org = $1 AND scope = ANY($2) AND status = ANY($3)
   AND ($4::timestamptz IS NULL OR (updated_at, item_id) < ($4, $5))
@@ -209,12 +209,14 @@ WHERE item_id = $1 AND org = $2
 ORDER BY revision DESC
 
 -- name: changes
--- One scope's changes after version $2, oldest first: each event with who and what made it.
+-- One scope's changes after version $2, oldest first: each event with who and what made it,
+-- and what it cost (seed 004: every charge appears in the activity log).
 SELECT a.seq AS version, a.type, a.item_id, a.revision, i.key,
        a.actor ->> 'member' AS member, a.actor ->> 'agent' AS agent, a.made_by, a.command_id,
-       a.occurred_at
+       a.occurred_at, coalesce(b.credits, 0) AS charged
 FROM memory.audit a
 LEFT JOIN memory.items i ON i.item_id = a.item_id
+LEFT JOIN billing.charges b ON b.stream_id = a.stream_id AND b.seq = a.seq
 WHERE a.stream_id = $1 AND a.seq > $2
 ORDER BY a.seq
 LIMIT $3
