@@ -85,8 +85,10 @@ class MemoryRemembered(Event):
     # Learned by the extractor and used at once, unconfirmed (the org's ``learning:
     # apply``, seed 002): a later inference may replace it, as no confirmed fact may be.
     inferred: bool = False
-    # Credits the save cost (seed 004's pricing; 0: free, or the org is not metered).
+    # Credits the save cost (seed 004's pricing; 0: free, or the org is not metered), and
+    # who spent them ("member:<id>" or "agent:<id>").
     charged: Annotated[int, Field(ge=0)] = 0
+    charged_to: Annotated[str, Field(max_length=300)] | None = None
 
     def plain_labels(self) -> Labels | None:
         """What an event written before labels were sealed carries in plain, if any."""
@@ -115,8 +117,10 @@ class MemoryRevised(Event):
     # for) of a memory that is one too: it stays unconfirmed. Else an active memory's
     # revision confirms it.
     inferred: bool = False
-    # Credits the new text cost (seed 004's pricing; 0: free, or the org is not metered).
+    # Credits the new text cost (seed 004's pricing; 0: free, or the org is not metered),
+    # and who spent them.
     charged: Annotated[int, Field(ge=0)] = 0
+    charged_to: Annotated[str, Field(max_length=300)] | None = None
 
 
 class MemoryPinned(Event):

@@ -196,6 +196,45 @@ class OrgPolicy(BaseModel):
     learning: Learning = "suggest"
 
 
+# Seed 004's entity aliases: an org names an entity and the other names it goes by, and a
+# search that names any of them also looks for the others.
+MAX_ALIASES, MAX_ENTITIES, MAX_NAME = 20, 1_000, 100
+Name = Annotated[RequestText, Field(min_length=1, max_length=MAX_NAME)]
+
+
+def _has_a_word(name: str) -> str:
+    if not re.search(r"\w", name):
+        raise ValueError("a name needs a letter or a digit")
+    return " ".join(name.split())
+
+
+EntityName = Annotated[Name, AfterValidator(_has_a_word)]
+
+
+class AliasesRequest(BaseModel):
+    """The body of ``PUT /v1/aliases/{entity}``: every other name of the entity (replacing
+    the ones it had)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    aliases: list[EntityName] = Field(min_length=1, max_length=MAX_ALIASES)
+
+
+class EntityAliases(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entity: str
+    aliases: list[str]
+    updated_by: str
+    updated_at: datetime
+
+
+class AliasesResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entities: list[EntityAliases]  # by entity name
+
+
 class BillingView(BaseModel):
     """The org's account (seed 004's pricing and holds), as ``GET /v1/billing`` answers:
     open while the org is held, so its people can see why. An org without an account is

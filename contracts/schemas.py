@@ -32,6 +32,8 @@ def messages() -> dict[str, type[BaseModel]]:
         "SearchRequest": recall.SearchRequest,
         "OrgPolicy": recall.OrgPolicy,
         "BillingView": recall.BillingView,
+        "AliasesRequest": recall.AliasesRequest,
+        "AliasesResponse": recall.AliasesResponse,
         "SearchResponse": recall.SearchResponse,
         "LinksResponse": recall.LinksResponse,
         "ProposalsResponse": recall.ProposalsResponse,

@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import asyncpg
 
@@ -27,6 +27,7 @@ from engram.logging import get_logger
 log = get_logger(__name__)
 
 HoldCode = Literal["org_suspended", "payment_required", "key_spend_limit_exceeded"]
+HOLDS: frozenset[str] = frozenset(get_args(HoldCode))
 KNOWN_ORGS = 10_000  # orgs whose holds are kept; past it, the least recently read leave
 
 
@@ -37,7 +38,8 @@ def caller_of(member: str | None, agent: str | None) -> str:
 
 
 def principal_caller(p: Principal) -> str:
-    return caller_of(p.member, p.agent)
+    """A principal's caller: a member in person in an agent's scope spends as itself."""
+    return caller_of(p.member, p.agent if p.is_agent else None)
 
 
 @dataclass

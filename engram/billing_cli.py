@@ -32,9 +32,12 @@ billing_app = typer.Typer(
 MAX_CREDITS = 1_000_000_000_000  # credits one grant may add
 MAX_CAP = 1_000_000_000
 
+# An org metered anew starts from its grant: what it spent while metered before counts
+# as granted too (QA: `off` then `set` left it owing its old spending).
 SET_ACCOUNT = """
 INSERT INTO billing.accounts AS a (org, credits, monthly_cap, suspended)
-VALUES ($1, $2, $3, coalesce($4, false))
+VALUES ($1, $2 + (SELECT coalesce(sum(credits), 0) FROM billing.usage WHERE org = $1), $3,
+        coalesce($4, false))
 ON CONFLICT (org) DO UPDATE SET
     credits = a.credits + $2,
     monthly_cap = CASE WHEN $5 THEN $3 ELSE a.monthly_cap END,
@@ -71,15 +74,17 @@ def set_account(
         None, min=1, max=MAX_CAP, help="Credits one caller may spend a month."
     ),
     no_cap: bool = typer.Option(False, "--no-cap", help="Lift the monthly cap."),
-    suspend: bool | None = typer.Option(
-        None, "--suspend/--resume", help="Refuse the org everything, or serve it again."
-    ),
+    suspend: bool = typer.Option(False, "--suspend", help="Refuse the org everything."),
+    resume: bool = typer.Option(False, "--resume", help="Serve a suspended org again."),
 ) -> None:
     """Meter the org (an account with no credit refuses its calls), add credits, set or
     lift the monthly cap per caller, suspend or resume it."""
     if cap is not None and no_cap:
         raise typer.BadParameter("give --cap or --no-cap, not both")
-    view = _run(lambda url: _set(url, org, add_credits, cap, cap is not None or no_cap, suspend))
+    if suspend and resume:
+        raise typer.BadParameter("give --suspend or --resume, not both")
+    held = True if suspend else False if resume else None
+    view = _run(lambda url: _set(url, org, add_credits, cap, cap is not None or no_cap, held))
     console.print_json(json.dumps(view))
 
 

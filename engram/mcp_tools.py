@@ -29,10 +29,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool
 
+from engram.billing import HOLDS
 from engram.mcp_errors import EngramProblem, EngramServer
 
 Scope = Literal["private", "shared", "agent", "session", "project"]
 MAX_ID = 64  # as the commands take an item id
+# Refusals that leave the caller only its erasing tools: its org's memory off (an agent's),
+# or the org or the caller held (seed 004's holds).
+CLOSED = frozenset({"memory_off", *HOLDS})
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 # A memory's scope as stored (``member:ana``) -> the choice a command names.
 _CHOICE = {
@@ -85,13 +89,14 @@ class Engram:
 
     async def memory_on(self) -> bool:
         """Whether the services serve this token its memory: false only when they refuse a
-        read as ``memory_off`` (an agent of an org whose memory is off). A service that
-        cannot be reached says nothing either way: the tools stay listed and their calls
-        say what is wrong."""
+        read as ``memory_off`` (an agent of an org whose memory is off) or hold the org or
+        the caller (seed 004: only erasing stays open; QA: every tool was listed). A
+        service that cannot be reached says nothing either way: the tools stay listed and
+        their calls say what is wrong."""
         try:
             await self.recall("/v1/memories", {"limit": 1})
         except EngramProblem as problem:
-            return problem.code != "memory_off"
+            return problem.code not in CLOSED
         except ToolError:
             return True
         return True
@@ -290,11 +295,13 @@ def build_server(
             try:
                 choice, _ = await api.scope_of(id)
             except EngramProblem as problem:
-                if problem.code != "memory_off":
+                if problem.code not in CLOSED:
                     raise
+                why = "memory is off" if problem.code == "memory_off" else problem.code
                 raise ToolError(
-                    "memory is off for this org, so the memory cannot be read to find its "
-                    "scope: give its scope (private, shared, agent, session or project)"
+                    f"{why} for this org, so the memory cannot be read to find its scope "
+                    "(erasing stays open): give its scope (private, shared, agent, session "
+                    "or project)"
                 ) from problem
         return dict(await api.command(memory_path(id, "forget"), {"scope": choice}))
 

@@ -23,7 +23,8 @@ def charged(state: StreamState, cmd: c.Command, events: list[Event], ctx: Contex
     credit than is left, or than its caller's monthly cap leaves, is refused whole."""
     if ctx.account is None or not _paid(cmd):
         return events
-    priced = [e.model_copy(update={"charged": PRICE}) if _costs(state, e) else e for e in events]
+    price = {"charged": PRICE, "charged_to": ctx.caller}
+    priced = [e.model_copy(update=price) if _costs(state, e) else e for e in events]
     total = cost(priced)
     if total and (hold := hold_on(ctx.account, ctx.caller, total)) is not None:
         raise Held(hold, credits_needed=total)
@@ -40,10 +41,16 @@ def _costs(state: StreamState, event: Event) -> bool:
     """A new memory, or a revision to a text the memory never had (seed 004: an update
     that repeats text already saved is not charged again)."""
     if isinstance(event, MemoryRemembered):
-        return True
-    if not isinstance(event, MemoryRevised):
+        if event.replaces is None:
+            return True
+        # A memory that takes another's place (an agent's unasked correction waiting as a
+        # candidate, a keyed save of another kind): as a revision of it (QA: a candidate
+        # of the memory's earlier text was charged).
+        item = state.items.get(event.replaces)
+    elif isinstance(event, MemoryRevised):
+        item = state.items.get(event.item_id)
+    else:
         return False
-    item = state.items.get(event.item_id)
     if item is None:
         return True
     had = {r.content_hash for r in item.revisions.values()} | (item.retired_hashes or set())

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.auth import ScopeError
+from engram.billing import HOLDS
 from engram.http import ProblemError, principal_from
 from services.command.adapters.ingests import first_request, key_hash, key_reused, release
 from services.command.answers import json_errors
@@ -134,7 +135,7 @@ async def ingest(request: Request) -> JSONResponse:
 
 # Refusals of the org or the caller, not of a message: every message refused so is the
 # ingest refused.
-WHOLE = frozenset({"memory_off", "org_suspended", "payment_required", "key_spend_limit_exceeded"})
+WHOLE = frozenset({"memory_off", *HOLDS})
 
 
 async def _ingest_once(

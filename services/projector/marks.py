@@ -39,7 +39,7 @@ async def record_charges(conn: asyncpg.Connection, batch: Batch) -> None:
             env.stream_id,
             env.seq,
             org_scope(env.stream_id)[0],
-            caller_of(env.actor.member, env.actor.agent),
+            event.charged_to or caller_of(env.actor.member, env.actor.agent),
             event.item_id,
             event.charged,
             env.occurred_at,

@@ -41,7 +41,7 @@ CHECKSUM_QUERIES = {
     "items": "SELECT item_id, org, scope, stream_id, kind, status, key, title, content, "
     "content_length, pinned, tags, "
     "sources, revision, superseded_by, replaces, expires_at, created_by, created_at, "
-    "updated_at, archived_from FROM memory.items "
+    "updated_at, archived_from, inferred FROM memory.items "
     "WHERE org LIKE $1 ORDER BY item_id",
     "revisions": "SELECT item_id, revision, reason, title, content, content_hash "
     "FROM memory.revisions WHERE org LIKE $1 ORDER BY item_id, revision",
@@ -54,6 +54,9 @@ CHECKSUM_QUERIES = {
     "proposals": "SELECT proposal_id, item_id, change, base_revision, title, content, status, "
     "proposer_agent, kind, tags, "
     "proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id",
+    # Seed 004's charges, which the projector records from the events too (QA).
+    "charges": "SELECT stream_id, seq, org, caller, item_id, credits, occurred_at "
+    "FROM billing.charges WHERE org LIKE $1 ORDER BY stream_id, seq",
 }
 
 

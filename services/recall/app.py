@@ -17,7 +17,7 @@ from engram.logging import configure_logging, get_logger
 from engram.ratelimit import install_rate_limit
 from engram.settings import CommonSettings
 from engram.setup import service_sql_dirs
-from services.recall import billing
+from services.recall import aliases, billing
 from services.recall.adapters.embedder import open_embedder
 from services.recall.adapters.store import RecallStore
 from services.recall.handlers import router
@@ -70,6 +70,7 @@ def create_app(
     install_health(app, ready)
     app.include_router(router)
     app.include_router(billing.router)
+    app.include_router(aliases.router)
     return app
 
 

@@ -35,6 +35,7 @@ from services.recall.core import (
     lendable,
     phrase_pattern,
 )
+from services.recall.entities import other_names
 from services.recall.settings import RecallSettings
 
 log = get_logger(__name__)
@@ -70,7 +71,8 @@ async def matches(
     full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
     the nearest vectors of the current revisions. A query with phrases in double quotes
     keeps in each list only the memories that hold them as written, and adds a list of
-    those memories, newest first (seed 004's exact matching).
+    those memories, newest first (seed 004's exact matching). A query that names an
+    entity of the org's aliases adds a full-text list of its other names (``alias``).
 
     The vector list (embedding the query, then the nearest-vector search) runs beside
     the full-text search, in a second transaction for the same principal. A hybrid
@@ -105,6 +107,11 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
+    if retrieval in ("hybrid", "full_text") and (
+        others := other_names(query, await store.alias_groups(p))
+    ):  # seed 004's entity aliases: the other names of the entities the query names
+        ranking = settings.full_text_ranking
+        lists["alias"] = await store.full_text(p, " ".join(others), limit, ranking)
     if phrases := phrases_of(query):  # exact matching: only the memories that hold them
         patterns = [phrase_pattern(phrase) for phrase in phrases]
         lists = {name: [c for c in got if holds(c, patterns)] for name, got in lists.items()}

@@ -351,3 +351,29 @@ async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(
         async with Client(build_server(agent.token, command, recall)) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
             assert (await call(mcp, "memory__search", query="staging"))["memories"] == []
+
+
+async def test_a_held_org_is_listed_only_the_erasing_tools(services: dict[str, str]) -> None:
+    """Seed 004's holds over MCP (QA): an org out of credit keeps only erasing, so only the
+    erasing tools are listed; a delete names the memory's scope, as it cannot be read."""
+    from tests.e2e.test_billing import billing
+
+    ana = caller()
+    command, recall = services["command"], services["recall"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        saved = await http.post(f"{command}/v1/memories", headers=ana.headers,
+                                json={"content": "Held orgs may still erase."})
+        item = saved.json()["item_id"]
+    await billing("set", ana.org)  # metered, with no credit: held at once
+    async with Client(build_server(ana.token, command, recall)) as mcp:
+        async def listed() -> set[str] | None:
+            names = {t.name for t in (await mcp.list_tools()).tools}
+            return names if names != TOOLS else None
+
+        assert await eventually(listed, what="the hold", deadline=20) == {
+            "memory__delete", "memory__clear_all"}
+        unscoped = await mcp.call_tool("memory__delete", {"id": item})
+        assert unscoped.is_error and "payment_required" in text(unscoped)
+        assert "give its scope" in text(unscoped)
+        gone = await call(mcp, "memory__delete", id=item, scope="private")
+        assert gone["item_id"] == item

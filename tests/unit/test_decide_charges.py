@@ -101,3 +101,53 @@ def test_holds_name_the_caller_and_what_is_left() -> None:
     capped = hold_on(Account(False, 50, 10, {ANA: 10}), ANA)
     assert capped is not None and "member:ana has spent 10 of its 10" in capped.detail
     assert hold_on(Account(False, 50, 10, {ANA: 10}), caller_of("ana", "bot")) is None
+
+
+def test_a_candidate_of_a_memorys_earlier_text_is_free() -> None:
+    """QA: an agent's unasked correction back to a text the memory had waited as a
+    candidate, and was charged."""
+    state, account = StreamState("acme/member:ana"), Account(False, 10, None)
+    asked = "Remember: Deploy on Mondays."
+    agent = replace(metered(account), is_agent=True)
+    [saved] = run(state, c.RememberMemory(content="Deploy on Mondays.", user_message=asked),
+                  agent)
+    fridays = c.CorrectMemory(item_id=saved.item_id, base_revision=1,
+                              content="Deploy on Fridays.",
+                              user_message="Remember: Deploy on Fridays.")
+    assert cost(run(state, fridays, agent)) == 1
+    back = c.CorrectMemory(item_id=saved.item_id, base_revision=2, content="Deploy on Mondays.")
+    [waits] = run(state, back, agent)
+    assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
+    assert waits.charged == 0
+
+
+def test_a_charge_names_who_spent_it() -> None:
+    state = StreamState("acme/agent:bot")
+    ctx = replace(make_context(scope="agent:bot"), account=Account(False, 5, None),
+                  caller="member:ana")  # a member in person in the agent's scope
+    [saved] = run(state, c.RememberMemory(scope="agent", content="Fact."), ctx)
+    assert isinstance(saved, MemoryRemembered)
+    assert (saved.charged, saved.charged_to) == (1, "member:ana")
+
+
+async def test_the_writers_of_one_process_spend_from_one_account() -> None:
+    """QA: two partitions' writers read a stale org at once, each got an account of its
+    own, and together spent past the balance."""
+    import asyncio
+
+    from services.command.adapters.policies import OrgPolicies
+
+    class Pool:
+        reads = 0
+
+        async def fetch(self, query: str, orgs: list[str]) -> list[dict[str, object]]:
+            await asyncio.sleep(0)  # the other writer asks meanwhile
+            if "billing.holds" not in query:
+                return []
+            Pool.reads += 1
+            return [{"org": "acme", "suspended": False, "balance": 5, "monthly_cap": None,
+                     "spent": "{}"}]
+
+    policies = OrgPolicies(Pool())  # type: ignore[arg-type]
+    first, second = await asyncio.gather(policies.limits({"acme"}), policies.limits({"acme"}))
+    assert first["acme"].account is second["acme"].account and Pool.reads == 1

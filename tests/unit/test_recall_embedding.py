@@ -62,6 +62,9 @@ class FullTextStore:
         self.nearest_calls += 1
         return []
 
+    async def alias_groups(self, p: Principal) -> list[list[str]]:
+        return []  # the org names no entity
+
     async def org_policy(self, p: Principal) -> OrgPolicy:
         return OrgPolicy()
 

@@ -36,6 +36,11 @@ class TwoLists:
         self.cut: float | None = None
         self.full_text_list, self.vector_list = lists or (FULL_TEXT, VECTORS)
         self.fed: list[str] | None = None
+        self.groups: list[list[str]] = []  # the org's entity aliases
+        self.queries: list[str] = []  # what each full-text search was asked
+
+    async def alias_groups(self, p: Principal) -> list[list[str]]:
+        return self.groups
 
     @asynccontextmanager
     async def session(self, p: Principal) -> AsyncIterator[None]:
@@ -48,6 +53,7 @@ class TwoLists:
     ) -> list[Candidate]:
         self.asked["full_text"] = limit
         self.words["full_text"] = words
+        self.queries.append(query)
         return self.full_text_list[:limit]
 
     async def nearest(
@@ -155,3 +161,18 @@ def test_a_cut_chosen_for_another_model_is_warned_about_at_start() -> None:
         _check_cut(None, "e5-small-v2-int8", 0.2)
     assert [entry["event"] for entry in logs] == ["semantic_cut_far_above_model"]
     assert logs[0]["model_cut"] == 0.2 and logs[0]["configured"] == 0.6
+
+
+async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> None:
+    """Seed 004's entity aliases: a search naming "kube" looks for Kubernetes and k8s too."""
+    store = TwoLists()
+    store.groups = [["Kubernetes", "k8s", "kube"], ["Lisbon", "LIS"]]
+    request = SearchRequest.model_validate({"query": "where does kube run?", "limit": 3})
+    found = await search(store, Embedder(), ANA, request, NO_FEEDBACK)  # type: ignore[arg-type]
+    assert store.queries == ["where does kube run?", "Kubernetes k8s"]
+    assert any(why.startswith("alias#") for m in found.memories for why in m.why)
+    plain = TwoLists()
+    plain.groups = store.groups
+    await search(plain, Embedder(), ANA, SearchRequest.model_validate({"query": "q"}),  # type: ignore[arg-type]
+                 NO_FEEDBACK)
+    assert plain.queries == ["q"]  # names no entity: no list of aliases

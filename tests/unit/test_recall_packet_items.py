@@ -42,6 +42,9 @@ class Memories:
     async def session(self, p: Principal) -> AsyncIterator[None]:
         yield None
 
+    async def alias_groups(self, p: Principal) -> list[list[str]]:
+        return []  # the org names no entity
+
     async def opening(
         self, p: Principal, items: int | None, policy: str | None, default: int
     ) -> Opening:

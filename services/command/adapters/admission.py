@@ -18,7 +18,7 @@ from contracts import topics
 from contracts.commands import COMMANDS, Command, ForgetMoved, MoveMemory
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
-from engram.billing import caller_of
+from engram.billing import principal_caller
 from engram.crypto import (
     KeyMissingError,
     MasterKey,
@@ -150,7 +150,7 @@ def context_for(
         memory=limits.memory,
         apply_learning=limits.learning == "apply",
         account=limits.account,
-        caller=caller_of(principal.member, principal.agent),
+        caller=principal_caller(principal),
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

@@ -10,6 +10,7 @@ change prunes is then in the log (``RevisionsPruned``), and a replay prunes the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, replace
@@ -48,20 +49,27 @@ class OrgPolicies:
     def __init__(self, pool: asyncpg.Pool, ttl: float = 10.0) -> None:
         self._pool, self._ttl = pool, ttl
         self._known: dict[str, tuple[OrgLimits, float]] = {}  # org -> (limits, read at)
+        # One read at a time: the partitions' writers then share one account per org, and
+        # spend from it together (QA: two reads at once gave each its own, and both spent).
+        self._reading = asyncio.Lock()
 
     async def limits(self, orgs: Collection[str]) -> dict[str, OrgLimits]:
         """Each org's limits (an org without a policy has the defaults), read again once
         they are stale."""
-        now = time.monotonic()
-        stale = [o for o in orgs if o not in self._known or now - self._known[o][1] >= self._ttl]
-        if stale:
-            found = await self._read(stale)
-            for org in stale:
-                self._known.pop(org, None)  # to the end: the oldest read leave first
-                self._known[org] = (found.get(org, OrgLimits()), now)
-            while len(self._known) > KNOWN_ORGS:  # orgs of refused commands count too
-                del self._known[next(iter(self._known))]
+        if self._stale(orgs):
+            async with self._reading:
+                if stale := self._stale(orgs):  # another writer may have read them meanwhile
+                    found, now = await self._read(stale), time.monotonic()
+                    for org in stale:
+                        self._known.pop(org, None)  # to the end: the oldest read leave first
+                        self._known[org] = (found.get(org, OrgLimits()), now)
+                    while len(self._known) > KNOWN_ORGS:  # orgs of refused commands count too
+                        del self._known[next(iter(self._known))]
         return {org: self._known[org][0] for org in orgs}
+
+    def _stale(self, orgs: Collection[str]) -> list[str]:
+        now = time.monotonic()
+        return [o for o in orgs if o not in self._known or now - self._known[o][1] >= self._ttl]
 
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
         accounts = await read_accounts(self._pool, orgs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -47,9 +48,14 @@ def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
     )
 
 
+ALIASES_TTL = 5.0  # seconds an org's entity aliases are kept before they are read again
+KNOWN_ORGS = 10_000  # orgs whose aliases are kept; past it, the least recently read leave
+
+
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._aliases: dict[str, tuple[list[list[str]], float]] = {}  # org -> (groups, at)
 
     def session(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
         """One transaction for all the reads (and the context write) of a request."""
@@ -80,6 +86,47 @@ class RecallStore:
             else:
                 rows = await conn.fetch(Q["full_text"], text, limit)
         return [_candidate(r) for r in rows]
+
+    async def alias_groups(self, p: Principal) -> list[list[str]]:
+        """The org's entities, each as its names (its own first), read at most every
+        ``ALIASES_TTL`` seconds (and again at once after a change through this store)."""
+        known = self._aliases.get(p.org)
+        if known is not None and time.monotonic() - known[1] < ALIASES_TTL:
+            return known[0]
+        groups = [[r["entity"], *r["aliases"]] for r in await self.entity_aliases(p)]
+        self._aliases.pop(p.org, None)  # to the end: the oldest read leave first
+        self._aliases[p.org] = (groups, time.monotonic())
+        while len(self._aliases) > KNOWN_ORGS:
+            del self._aliases[next(iter(self._aliases))]
+        return groups
+
+    async def entity_aliases(self, p: Principal) -> list[asyncpg.Record]:
+        async with as_principal(self._pool, p) as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(Q["entity_aliases"], p.org)
+        return rows
+
+    async def set_entity_aliases(
+        self, p: Principal, entity: str, aliases: list[str], names: list[str], most: int
+    ) -> tuple[asyncpg.Record | None, str | None]:
+        """Set an entity's other names: its row, or None and the entity that holds one of
+        ``names`` already (None too when the org holds ``most`` entities already)."""
+        async with as_principal(self._pool, p) as conn:
+            # One change of an org's aliases at a time: two could take one name otherwise.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('aliases/' || $1))", p.org)
+            taken = await conn.fetchval(Q["alias_taken"], p.org, entity, names)
+            if taken is not None:
+                return None, taken
+            row = await conn.fetchrow(
+                Q["set_entity_aliases"], p.org, entity, aliases, names, p.member, most
+            )
+        self._aliases.pop(p.org, None)
+        return row, None
+
+    async def delete_entity_aliases(self, p: Principal, entity: str) -> bool:
+        async with as_principal(self._pool, p) as conn:
+            gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, entity)
+        self._aliases.pop(p.org, None)
+        return gone is not None
 
     async def exact(
         self, p: Principal, phrases: list[str], patterns: list[str], limit: int

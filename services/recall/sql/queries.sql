@@ -235,3 +235,28 @@ WHERE c.org = $1 AND c.member = $2
   AND e ->> 'item_id' = $3
 ORDER BY c.created_at DESC
 LIMIT $4
+
+-- name: entity_aliases
+-- The org's entities and their other names, by entity.
+SELECT entity, aliases, updated_by, updated_at
+FROM recall.entity_aliases WHERE org = $1 ORDER BY entity
+
+-- name: alias_taken
+-- Another entity of the org that holds one of these folded names already.
+SELECT entity FROM recall.entity_aliases
+WHERE org = $1 AND entity <> $2 AND names && $3::text[] ORDER BY entity LIMIT 1
+
+-- name: set_entity_aliases
+-- An entity's other names, replacing those it had; NULL when the org holds as many
+-- entities as it may ($6) and this is a new one.
+INSERT INTO recall.entity_aliases AS e (org, entity, aliases, names, updated_by)
+SELECT $1, $2, $3, $4, $5
+WHERE EXISTS (SELECT 1 FROM recall.entity_aliases WHERE org = $1 AND entity = $2)
+   OR (SELECT count(*) FROM recall.entity_aliases WHERE org = $1) < $6
+ON CONFLICT (org, entity) DO UPDATE
+    SET aliases = EXCLUDED.aliases, names = EXCLUDED.names,
+        updated_by = EXCLUDED.updated_by, updated_at = now()
+RETURNING entity, aliases, updated_by, updated_at
+
+-- name: delete_entity_aliases
+DELETE FROM recall.entity_aliases WHERE org = $1 AND entity = $2 RETURNING entity

@@ -1,0 +1,31 @@
+"""Seed 004's entity aliases, pure: which other names a query's entities add."""
+
+from __future__ import annotations
+
+from services.recall.entities import MAX_EXPANSION, folded, names_of, other_names
+
+GROUPS = [["Kubernetes", "k8s", "kube"], ["New York", "NYC", "the Big Apple"]]
+
+
+def test_a_query_naming_an_entity_looks_for_its_other_names() -> None:
+    assert other_names("Where does our kube cluster run?", GROUPS) == ["Kubernetes", "k8s"]
+    assert other_names("flights to new   YORK", GROUPS) == ["NYC", "the Big Apple"]
+    assert other_names("k8s in NYC", GROUPS) == ["Kubernetes", "kube", "New York",
+                                                 "the Big Apple"]
+
+
+def test_a_name_matches_as_whole_words_only() -> None:
+    assert other_names("kubectl and cubes", GROUPS) == []  # not inside a longer word
+    assert other_names("New Yorker magazine", GROUPS) == []
+    assert other_names("", GROUPS) == [] and other_names("kube", []) == []
+
+
+def test_names_fold_to_their_words() -> None:
+    assert folded("  The  Big-Apple! ") == "the big apple"
+    assert names_of("Kubernetes", ["K8S", "kubernetes", "kube"]) == ["kubernetes", "k8s", "kube"]
+
+
+def test_an_expansion_is_bounded() -> None:
+    many = [[f"entity{n}", *(f"alias{n}x{m}" for m in range(20))] for n in range(5)]
+    query = " ".join(f"entity{n}" for n in range(5))
+    assert len(other_names(query, many)) == MAX_EXPANSION
