@@ -98,7 +98,7 @@ def copy_into(
         held.add(digest)
         if same_key is not None and revises_holder(
             same_key, source.kind, source.expires_at, ctx.now
-        ):  # as a keyed save does (core._remember)
+        ):  # as a keyed save does (texts.remember)
             events += holder_revised(
                 same_key,
                 ctx,
