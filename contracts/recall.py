@@ -375,6 +375,9 @@ class SessionOverrides(BaseModel):
     generate: bool | None = None
 
 
+MAX_PROCESSED = 100
+
+
 class SessionResponse(BaseModel):
     """A session's switches as they apply (``settings``) and what it set (``overrides``)."""
 
@@ -383,6 +386,9 @@ class SessionResponse(BaseModel):
     session: str
     settings: SessionSwitches
     overrides: SessionOverrides
+    # The session's turns the extractor has read for memory (seed 002's ``processed``):
+    # their ids, oldest first, the last ``MAX_PROCESSED``.
+    processed: list[str] = []
 
 
 class SessionSwitchesRequest(BaseModel):

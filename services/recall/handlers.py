@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Security
 
 from contracts.commands import ScopeChoice
 from contracts.recall import (
+    MAX_PROCESSED,
     Change,
     ChangesResponse,
     ContextEntry,
@@ -220,6 +221,7 @@ async def _session_view(store: RecallStore, principal: Principal) -> SessionResp
         session=session,
         settings=SessionSwitches(use=row["use"], generate=row["generate"]),
         overrides=SessionOverrides(**overrides),
+        processed=await store.processed(principal, session, MAX_PROCESSED),
     )
 
 

@@ -33,7 +33,8 @@ async def test_use_decides_whether_runs_get_the_sessions_memories(
 
         assert await switches() == {"session": "trip",
                                     "settings": {"use": True, "generate": True},
-                                    "overrides": {"use": None, "generate": None}}
+                                    "overrides": {"use": None, "generate": None},
+                                    "processed": []}
         saved = await http.post(f"{command}/v1/memories", headers=ana.headers, json={
             "content": "The trip budget is 1500 EUR.", "scope": "session"})
         item = saved.json()["item_id"]
@@ -106,6 +107,12 @@ async def test_generate_off_lets_the_extractor_learn_nothing_from_the_session(
         assert await eventually(learned, what="a candidate from the chatty session") == [
             "I prefer window seats."]
         assert await candidates(quiet) == []
+        # Seed 002's `processed`: the session's turns the extractor has read.
+        r = await http.get(f"{services['recall']}/v1/session", headers=chatty.headers)
+        assert r.json()["processed"] == ["t-chatty"]
+        stranger = caller(session="chatty")  # another org's session of the same name
+        r = await http.get(f"{services['recall']}/v1/session", headers=stranger.headers)
+        assert r.json()["processed"] == []
         # The session's change log says the extractor made it (seed 002's consolidation).
         r = await http.get(f"{services['recall']}/v1/changes", headers=chatty.headers,
                            params={"scope": "session"})

@@ -282,6 +282,17 @@ class RecallStore:
         assert row is not None  # the function always answers one row
         return row
 
+    async def processed(self, p: Principal, session: str, limit: int) -> list[str]:
+        """The session's turns the extractor has read for memory, its last ``limit``, oldest
+        first (seed 002's ``processed``); none while the extractor's migrations have not
+        run."""
+        try:
+            async with as_principal(self._pool, p) as conn:
+                rows = await conn.fetch(Q["processed"], session, limit)
+        except asyncpg.UndefinedFunctionError:
+            return []
+        return [r["turn_id"] for r in reversed(rows)]
+
     async def configure_session(
         self, p: Principal, session: str, changes: dict[str, bool | None]
     ) -> None:

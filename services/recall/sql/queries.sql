@@ -260,3 +260,7 @@ RETURNING entity, aliases, updated_by, updated_at
 
 -- name: delete_entity_aliases
 DELETE FROM recall.entity_aliases WHERE org = $1 AND entity = $2 RETURNING entity
+
+-- name: processed
+-- The session's turns the extractor has read, newest first (extractor 005_processed.sql).
+SELECT turn_id FROM extractor.processed($1, $2)
