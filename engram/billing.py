@@ -1,34 +1,25 @@
-"""Seed 004's pricing and holds, as the command service and recall read them.
+"""Seed 004's pricing and holds, pure: who spends, and which calls a hold refuses.
 
 An org is metered when operators gave it an account (``engram billing``; table
 ``billing.accounts``): saving a memory costs 1 credit. Its calls are held (refused) while
 it is suspended, while its credit is spent, and while the caller has spent the org's
 monthly cap. Erasing is never held. An org without an account is never charged nor held.
-
-``Accounts`` reads the holds of the orgs it is asked about at most once per ``ttl``
-seconds per org, and counts what this process spends meanwhile (``spend``), so a batch of
-commands cannot spend past a balance read once; what other processes spent is seen at
-the next read, once the projector has recorded it.
+The command service's writer reads accounts with the org's other limits
+(``services.command.adapters.policies``) and spends from them as it decides; recall
+reads its caller's org's (``RecallStore.account``). Both read ``billing_store``.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-import asyncpg
-
 from engram.auth import Principal
-from engram.logging import get_logger
-
-log = get_logger(__name__)
 
 HoldCode = Literal["org_suspended", "payment_required", "key_spend_limit_exceeded"]
 HOLDS: frozenset[str] = frozenset(get_args(HoldCode))
-KNOWN_ORGS = 10_000  # orgs whose holds are kept; past it, the least recently read leave
+# Refusals that leave a caller only erasing: its org's memory off (an agent's), or a hold.
+ERASING_ONLY: frozenset[str] = frozenset({"memory_off", *HOLDS})
 
 
 def caller_of(member: str | None, agent: str | None) -> str:
@@ -100,40 +91,3 @@ def hold_on(account: Account | None, caller: str, charge: int = 0) -> Hold | Non
             "memory stays open)",
         )
     return None
-
-
-class Accounts:
-    def __init__(self, pool: asyncpg.Pool, ttl: float = 5.0) -> None:
-        self._pool, self._ttl = pool, ttl
-        self._known: dict[str, tuple[Account | None, float]] = {}  # org -> (account, read at)
-
-    async def of(self, orgs: Collection[str], fresh: bool = False) -> dict[str, Account | None]:
-        """Each org's account (None: not metered), read again once stale (``fresh``: now)."""
-        now = time.monotonic()
-        stale = [
-            o for o in orgs if fresh or o not in self._known or now - self._known[o][1] >= self._ttl
-        ]
-        if stale:
-            found = await read_accounts(self._pool, stale)
-            for org in stale:
-                self._known.pop(org, None)  # to the end: the oldest read leave first
-                self._known[org] = (found.get(org), now)
-            while len(self._known) > KNOWN_ORGS:
-                del self._known[next(iter(self._known))]
-        return {org: self._known[org][0] for org in orgs}
-
-
-async def read_accounts(pool: asyncpg.Pool, orgs: list[str]) -> dict[str, Account]:
-    """The accounts of those of ``orgs`` that are metered."""
-    try:
-        rows = await pool.fetch("SELECT * FROM billing.holds($1)", orgs)
-    except asyncpg.UndefinedFunctionError:  # the shared migrations have not run yet
-        log.warning("billing_missing", detail="no org is metered")
-        return {}
-    return {r["org"]: _account(r) for r in rows}
-
-
-def _account(row: asyncpg.Record) -> Account:
-    spent = row["spent"]
-    spent = json.loads(spent) if isinstance(spent, str) else spent
-    return Account(row["suspended"], int(row["balance"]), row["monthly_cap"], dict(spent))

@@ -19,6 +19,7 @@ import asyncpg
 import typer
 from rich.console import Console
 
+from engram.billing_store import account_of
 from engram.db import migrate_shared
 from engram.service import StartupRefused, ready_settings
 
@@ -141,12 +142,12 @@ async def _view(conn: asyncpg.Connection, org: str) -> dict[str, Any]:
     row = await conn.fetchrow("SELECT * FROM billing.holds(ARRAY[$1])", org)
     if row is None:
         return {"org": org, "metered": False}
-    spent = row["spent"]
+    account = account_of(row)
     return {
         "org": org,
         "metered": True,
-        "suspended": row["suspended"],
-        "balance": row["balance"],
-        "monthly_cap": row["monthly_cap"],
-        "spent_this_month": json.loads(spent) if isinstance(spent, str) else spent,
+        "suspended": account.suspended,
+        "balance": account.balance,
+        "monthly_cap": account.monthly_cap,
+        "spent_this_month": account.spent,
     }

@@ -29,14 +29,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool
 
-from engram.billing import HOLDS
+from engram.billing import ERASING_ONLY
 from engram.mcp_errors import EngramProblem, EngramServer
 
 Scope = Literal["private", "shared", "agent", "session", "project"]
 MAX_ID = 64  # as the commands take an item id
-# Refusals that leave the caller only its erasing tools: its org's memory off (an agent's),
-# or the org or the caller held (seed 004's holds).
-CLOSED = frozenset({"memory_off", *HOLDS})
 Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
 # A memory's scope as stored (``member:ana``) -> the choice a command names.
 _CHOICE = {
@@ -96,7 +93,7 @@ class Engram:
         try:
             await self.recall("/v1/memories", {"limit": 1})
         except EngramProblem as problem:
-            return problem.code not in CLOSED
+            return problem.code not in ERASING_ONLY
         except ToolError:
             return True
         return True
@@ -295,7 +292,7 @@ def build_server(
             try:
                 choice, _ = await api.scope_of(id)
             except EngramProblem as problem:
-                if problem.code not in CLOSED:
+                if problem.code not in ERASING_ONLY:
                     raise
                 why = "memory is off" if problem.code == "memory_off" else problem.code
                 raise ToolError(

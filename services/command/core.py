@@ -57,6 +57,9 @@ __all__ = ["Context", "decide", "new_item_id"]
 # reached with its token alone, and forgetting is never refused (QA: the agent's memories
 # could be erased by nobody until memory was on again).
 ERASURES = (c.ForgetMemory, c.ClearMemories, c.ForgetMoved)
+# What a held org may still do (seed 004's holds): erase, a dismissal (which forgets a
+# candidate) too.
+UNHELD = (*ERASURES, c.DismissCandidate)
 
 
 def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
@@ -67,7 +70,7 @@ def decide(state: StreamState, cmd: c.Command, ctx: Context) -> list[Event]:
             current_version=state.seq,
             expected_version=cmd.expected_version,
         )
-    if not isinstance(cmd, ERASURES) and (hold := hold_on(ctx.account, ctx.caller)):
+    if not isinstance(cmd, UNHELD) and (hold := hold_on(ctx.account, ctx.caller)):
         raise Held(hold)  # seed 004: a held org's every call but an erasure
     if ctx.is_agent and not ctx.memory and not isinstance(cmd, ERASURES):
         raise MemoryOff(

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from contracts import commands as c
 from contracts.envelope import CommandReply
 from engram.auth import ScopeError
-from engram.billing import HOLDS
+from engram.billing import ERASING_ONLY
 from engram.http import ProblemError, principal_from
 from services.command.adapters.ingests import first_request, key_hash, key_reused, release
 from services.command.answers import json_errors
@@ -125,17 +125,12 @@ async def ingest(request: Request) -> JSONResponse:
     first = sent[0][0].rejection
     if (
         first is not None
-        and first.code in WHOLE
+        and first.code in ERASING_ONLY
         and all(r.get("code") == first.code for r in results)
     ):
-        # as every other route answers: memory off, or the org held (seed 004)
+        # a refusal of the org or the caller, not of a message: as every route answers
         raise ProblemError(first.status, first.title, first.detail, first.code)
     return JSONResponse({"results": results})
-
-
-# Refusals of the org or the caller, not of a message: every message refused so is the
-# ingest refused.
-WHOLE = frozenset({"memory_off", *HOLDS})
 
 
 async def _ingest_once(

@@ -198,7 +198,13 @@ def correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Even
         check_not_held(state, digest, ctx, own=item.item_id)
     # An agent's unasked correction of an inference is one too (seed 002's consolidation).
     revised = new_revision(
-        item, cmd.content, cmd.title, ctx, "corrected", digest=digest, inferred=not confirmed
+        item,
+        cmd.content,
+        cmd.title,
+        ctx,
+        "corrected",
+        digest=digest,
+        inferred=inference and not confirmed,
     )
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
 

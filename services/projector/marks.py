@@ -6,8 +6,9 @@ path takes no batch that holds one), in the batch's transaction:
 - seed 002's inferences (``inferred``): ``memory.items.inferred`` as the writer folds it,
   so a promotion or a fork, which reads the read model, copies an inference as one.
 
-A batch without either (every batch of an org that is not metered and applies no
-learning) costs nothing here but a pass over its events."""
+A batch of new memories alone, none charged nor inferred, costs nothing here but a pass
+over its events; one that revises or makes a memory active again costs one UPDATE that
+finds nothing to write unless an inference is confirmed."""
 
 from __future__ import annotations
 
@@ -54,13 +55,24 @@ async def record_charges(conn: asyncpg.Connection, batch: Batch) -> None:
 async def record_inferences(
     conn: asyncpg.Connection, batch: Batch, status: dict[str, str | None]
 ) -> None:
-    """Fold the batch's inferences as the writer does (``services.command.state``): a new
+    """``memory.items.inferred`` as the batch leaves it (``inference_marks``). A batch
+    that confirms anything (a revision, a change back to active) costs one UPDATE, which
+    writes only the rows whose mark changes."""
+    marks = inference_marks([event for _, _, event in batch], status)
+    if any(marks.values()) or any(
+        not isinstance(e, MemoryRemembered) and e.item_id in marks for _, _, e in batch
+    ):
+        await conn.execute(MARK, list(marks), list(marks.values()))
+
+
+def inference_marks(events: list[Event], status: dict[str, str | None]) -> dict[str, bool]:
+    """Fold the events' inferences as the writer does (``services.command.state``): a new
     memory is one when its event says so; an active one stops being one when a revision
     or a change back to active that is not an inference's comes. ``status``: each item's
-    before the batch."""
+    before the events. Pure: the items whose mark the events set, and to what."""
     now = dict(status)
     marks: dict[str, bool] = {}
-    for _, _, event in batch:
+    for event in events:
         if isinstance(event, MemoryRemembered):
             now[event.item_id] = event.status
             marks[event.item_id] = event.inferred  # a new row is not one: False is no write
@@ -71,7 +83,4 @@ async def record_inferences(
             now[event.item_id] = event.status
             if event.status == "active" and not event.inferred:
                 marks[event.item_id] = False
-    if any(marks.values()) or any(
-        not isinstance(e, MemoryRemembered) and e.item_id in marks for _, _, e in batch
-    ):
-        await conn.execute(MARK, list(marks), list(marks.values()))
+    return marks

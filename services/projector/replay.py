@@ -54,9 +54,6 @@ CHECKSUM_QUERIES = {
     "proposals": "SELECT proposal_id, item_id, change, base_revision, title, content, status, "
     "proposer_agent, kind, tags, "
     "proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id",
-    # Seed 004's charges, which the projector records from the events too (QA).
-    "charges": "SELECT stream_id, seq, org, caller, item_id, credits, occurred_at "
-    "FROM billing.charges WHERE org LIKE $1 ORDER BY stream_id, seq",
 }
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier
-from engram.billing import Accounts
 from engram.db import create_pool, migrate, migrate_shared, with_user
 from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health, install_problem_handlers
@@ -45,7 +44,6 @@ def create_app(
             async with open_embedder(embedding, settings, pool) as embedder:
                 app.state.settings, app.state.store = settings, RecallStore(pool)
                 app.state.verifier, app.state.pool = TokenVerifier(common), pool
-                app.state.accounts = Accounts(pool)
                 app.state.embedder = embedder
                 log.info("recall_started", port=settings.port, model=_model(app))
                 if embedder is not None:

@@ -3,7 +3,7 @@
 Every recall route but ``GET /v1/billing`` is refused while the org is held: suspended
 (403 ``org_suspended``), out of credit (402 ``payment_required``), or, for one caller,
 at its monthly cap (402 ``key_spend_limit_exceeded``). Reads cost nothing; a hold is
-read at most every few seconds per org (``engram.billing.Accounts``)."""
+read at most every few seconds per org (``RecallStore.account``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request, Security
 
 from contracts.recall import BillingView
-from engram.billing import Accounts, hold_on, principal_caller
+from engram.billing import hold_on, principal_caller
 from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 
 
@@ -20,8 +20,7 @@ async def not_held(request: Request) -> None:
     """Refuse the call while the org, or its caller, is held (seed 004: reads included)."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
-    accounts: Accounts = app.accounts
-    account = (await accounts.of([principal.org]))[principal.org]
+    account = await app.store.account(principal)
     if (hold := hold_on(account, principal_caller(principal))) is not None:
         raise ProblemError(hold.status, hold.title, hold.detail, hold.code)
 
@@ -36,8 +35,7 @@ async def get_billing(request: Request) -> BillingView:
     app = request.app.state
     principal = principal_from(request, app.verifier)
     month = datetime.now(UTC).strftime("%Y-%m")
-    accounts: Accounts = app.accounts
-    account = (await accounts.of([principal.org], fresh=True))[principal.org]
+    account = await app.store.account(principal, fresh=True)
     if account is None:
         return BillingView(metered=False, month=month, spent={})
     caller = principal_caller(principal)

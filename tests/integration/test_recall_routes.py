@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI
 
 from engram.auth import TokenVerifier, mint_token
-from engram.billing import Accounts
 from engram.db import create_pool, with_user
 from engram.http import install_problem_handlers
 from engram.settings import CommonSettings
@@ -58,7 +57,6 @@ async def recall(stack_settings: dict[str, str]) -> AsyncIterator[Recall]:
     app.state.store, app.state.embedder, app.state.settings = (
         RecallStore(pool), None, RecallSettings())
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
-    app.state.accounts = Accounts(pool)  # as engram_recall, as recall reads holds
     try:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:

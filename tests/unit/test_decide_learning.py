@@ -8,12 +8,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts import commands as c
-from contracts.events import MemoryRemembered, MemoryRevised, MemoryStatusChanged
+from contracts.events import Event, MemoryRemembered, MemoryRevised, MemoryStatusChanged
 from services.command.context import Context
-from services.command.errors import AlreadyHeld
+from services.command.errors import AlreadyHeld, DomainError
 from services.command.state import StreamState
+from services.projector.marks import inference_marks
 from tests.unit.conftest import make_context, run, unseal
 
 
@@ -197,3 +200,55 @@ def test_an_agents_unarchive_or_undo_leaves_an_inference_one() -> None:
     run(state, c.ArchiveMemory(item_id=fact.item_id), person)
     run(state, c.UnarchiveMemory(item_id=fact.item_id), person)
     assert state.items[fact.item_id].confirmed
+
+
+def step(kind: str, item: str, base: int, text: str, keyed: bool) -> c.Command:
+    return {
+        "learn": lambda: learned(text, key="budget" if keyed else None),
+        "person_save": lambda: c.RememberMemory(scope="session", content=text, key="budget"),
+        "agent_correct": lambda: c.CorrectMemory(item_id=item, base_revision=base, content=text),
+        "person_correct": lambda: c.CorrectMemory(item_id=item, base_revision=base, content=text),
+        "disable": lambda: c.DisableMemory(item_id=item),
+        "enable": lambda: c.DisableMemory(item_id=item, disabled=False),
+        "archive": lambda: c.ArchiveMemory(item_id=item),
+        "unarchive": lambda: c.UnarchiveMemory(item_id=item),
+        "undo": lambda: c.UndoChange(item_id=item, base_revision=base),
+        "forget": lambda: c.ForgetMemory(item_id=item),
+    }[kind]()
+
+
+KINDS = ["learn", "person_save", "agent_correct", "person_correct", "disable", "enable",
+         "archive", "unarchive", "undo", "forget"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 3),
+                          st.sampled_from(["1500", "1800", "2000"]), st.booleans()),
+                min_size=1, max_size=30))
+def test_the_projector_marks_inferences_as_the_writer_folds_them(
+        steps: list[tuple[str, int, str, bool]]) -> None:
+    """A review: the writer (``state.evolve``) and the projector (``marks``) fold
+    inferences apart; over any sequence they must agree, or a replay, a promotion or a
+    read would disagree with what the writer decides."""
+    state = StreamState("acme/session:trip")
+    ids: list[str] = []
+    inferred_at_birth: dict[str, bool] = {}
+    events: list[Event] = []
+    for kind, slot, amount, agent in steps:
+        item = ids[slot % len(ids)] if ids else "missing"
+        base = state.items[item].revision if item in state.items else 1
+        command = step(kind, item, base, f"The trip budget is {amount} EUR.", agent)
+        by_agent = agent and kind not in ("person_save", "person_correct")
+        try:
+            made = run(state, command, applying(is_agent=by_agent))
+        except DomainError:
+            continue
+        events += made
+        for event in made:
+            if isinstance(event, MemoryRemembered):
+                ids.append(event.item_id)
+                inferred_at_birth[event.item_id] = event.inferred
+    marks = inference_marks(events, {})
+    for item_id, item in state.items.items():
+        expected = inferred_at_birth[item_id] and not item.confirmed
+        assert marks.get(item_id, False) == expected, item_id

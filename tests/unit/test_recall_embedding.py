@@ -26,7 +26,6 @@ from services.recall.adapters.store import Opening
 from services.recall.core import Candidate
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
-from tests.unit.test_recall_request_text import Unmetered
 
 SECRET = "a-development-secret-of-at-least-32-bytes"
 
@@ -64,6 +63,9 @@ class FullTextStore:
 
     async def alias_groups(self, p: Principal) -> list[list[str]]:
         return []  # the org names no entity
+
+    async def account(self, p: Principal, fresh: bool = False) -> None:
+        return None  # not metered (seed 004's holds)
 
     async def org_policy(self, p: Principal) -> OrgPolicy:
         return OrgPolicy()
@@ -118,7 +120,6 @@ def recall_app(store: FullTextStore, embedder: FailingEmbedder) -> FastAPI:
     app.include_router(router)
     app.state.store, app.state.embedder, app.state.settings = store, embedder, RecallSettings()
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
-    app.state.accounts = Unmetered()
     return app
 
 

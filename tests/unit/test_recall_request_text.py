@@ -54,17 +54,14 @@ CASES: list[tuple[str, str, dict[str, Any] | None, tuple[str, str]]] = [
 
 
 class NoStore:
-    """A request refused as invalid reads nothing: any read fails the test."""
+    """A request refused as invalid reads nothing (but its org's holds, seed 004: none
+    here): any other read fails the test."""
+
+    async def account(self, p: Any, fresh: bool = False) -> None:
+        return None  # not metered
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the store was asked for {name}")
-
-
-class Unmetered:
-    """No org is metered (seed 004's holds): every call passes them, reading nothing."""
-
-    async def of(self, orgs: list[str], fresh: bool = False) -> dict[str, None]:
-        return dict.fromkeys(orgs)
 
 
 def recall_app() -> FastAPI:
@@ -73,7 +70,6 @@ def recall_app() -> FastAPI:
     app.include_router(router)
     app.state.store, app.state.embedder, app.state.settings = NoStore(), None, RecallSettings()
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
-    app.state.accounts = Unmetered()
     return app
 
 

@@ -21,6 +21,7 @@ from contracts.envelope import (
     CommandEnvelope,
     CommandReply,
 )
+from engram.billing import Account
 from engram.crypto import KeyMissingError, MasterKey, open_payload, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.answers import json_errors
@@ -36,6 +37,8 @@ class Cleanup:
     shred: list[str] = field(default_factory=list)
     discard: list[str] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
+    # What the batch spent from its orgs' accounts (seed 004), given back if it fails.
+    spent: list[tuple[Account, str, int]] = field(default_factory=list)
 
     def unused(self) -> list[str]:
         return [k for k in self.discard if k not in self.used]

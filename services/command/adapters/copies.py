@@ -19,7 +19,9 @@ from services.command.context import Copy
 
 COLUMNS = (
     "item_id, kind, key, title, content, pinned, tags, sources, expires_at, status, revision, "
-    "created_by ->> 'member' AS author, inferred"
+    "created_by ->> 'member' AS author, "
+    # Read so, a projector that has not yet added the column (migration 019) reads none.
+    "coalesce((to_jsonb(items) ->> 'inferred')::boolean, false) AS inferred"
 )
 
 

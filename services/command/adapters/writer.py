@@ -171,6 +171,8 @@ class PartitionWriter:
                     )
                 t3 = time.perf_counter()
         except BaseException as exc:
+            for account, caller, spent in cleanup.spent:  # nothing of the batch was charged
+                account.spend(caller, -spent)
             # A fault of the moment, or a stop: the handed-over commands fail, and their
             # gateway publishes them. Any other fault is the batch's own: the worker decides
             # it again one command at a time, and each is answered then.
@@ -271,10 +273,13 @@ class PartitionWriter:
             await self._reply(d, reply, lettered=True)
             cleanup.discard.append(own)
             return
+        if ctx.account is not None and (spent := cost(events)):
+            # At once, no await since the hold was checked: the next command of the org,
+            # on any partition, sees what is left (given back if the batch fails).
+            ctx.account.spend(ctx.caller, spent)
+            cleanup.spent.append((ctx.account, ctx.caller, spent))
         actor, made = principal.actor(), made_by(cmd, ctx.is_agent)
         ids = [await self._append(state, env, actor, made, e) for e in events]
-        if ctx.account is not None:  # the next command of the org sees what is left
-            ctx.account.spend(ctx.caller, cost(events))
         result = answer(cmd, state, env.command_id, events, ctx)
         if not events:  # it changed nothing: a retry gets this answer, not a new decision
             state.record_answer(env.command_id, result)

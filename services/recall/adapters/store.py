@@ -8,13 +8,15 @@ import uuid
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from contracts.commands import PROPOSAL_DAYS
 from contracts.recall import OrgPolicy
 from engram.auth import Principal
+from engram.billing import Account
+from engram.billing_store import account_of
 from engram.db import load_queries
 from services.recall.adapters.scoped import apart, as_principal
 from services.recall.core import Candidate, Ranking, TermStats, or_query
@@ -49,13 +51,24 @@ def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
 
 
 ALIASES_TTL = 5.0  # seconds an org's entity aliases are kept before they are read again
-KNOWN_ORGS = 10_000  # orgs whose aliases are kept; past it, the least recently read leave
+HOLDS_TTL = 5.0  # seconds an org's holds are kept before they are read again
+KNOWN_ORGS = 10_000  # orgs whose aliases and holds are kept; past it, the oldest read leave
+T = TypeVar("T")
+
+
+def _remember(known: dict[str, tuple[T, float]], org: str, value: T) -> None:
+    """Keep an org's value as read now, the least recently read leaving past ``KNOWN_ORGS``."""
+    known.pop(org, None)  # to the end: the oldest read leave first
+    known[org] = (value, time.monotonic())
+    while len(known) > KNOWN_ORGS:
+        del known[next(iter(known))]
 
 
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self._aliases: dict[str, tuple[list[list[str]], float]] = {}  # org -> (groups, at)
+        self._accounts: dict[str, tuple[Account | None, float]] = {}  # org -> (account, at)
 
     def session(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
         """One transaction for all the reads (and the context write) of a request."""
@@ -87,6 +100,18 @@ class RecallStore:
                 rows = await conn.fetch(Q["full_text"], text, limit)
         return [_candidate(r) for r in rows]
 
+    async def account(self, p: Principal, fresh: bool = False) -> Account | None:
+        """The caller's org's account (seed 004's holds; None: not metered), read at most
+        every ``HOLDS_TTL`` seconds (``fresh``: now)."""
+        known = self._accounts.get(p.org)
+        if not fresh and known is not None and time.monotonic() - known[1] < HOLDS_TTL:
+            return known[0]
+        async with as_principal(self._pool, p) as conn:
+            row = await conn.fetchrow(Q["org_holds"])
+        account = account_of(row) if row is not None else None
+        _remember(self._accounts, p.org, account)
+        return account
+
     async def alias_groups(self, p: Principal) -> list[list[str]]:
         """The org's entities, each as its names (its own first), read at most every
         ``ALIASES_TTL`` seconds (and again at once after a change through this store)."""
@@ -94,10 +119,7 @@ class RecallStore:
         if known is not None and time.monotonic() - known[1] < ALIASES_TTL:
             return known[0]
         groups = [[r["entity"], *r["aliases"]] for r in await self.entity_aliases(p)]
-        self._aliases.pop(p.org, None)  # to the end: the oldest read leave first
-        self._aliases[p.org] = (groups, time.monotonic())
-        while len(self._aliases) > KNOWN_ORGS:
-            del self._aliases[next(iter(self._aliases))]
+        _remember(self._aliases, p.org, groups)
         return groups
 
     async def entity_aliases(self, p: Principal) -> list[asyncpg.Record]:

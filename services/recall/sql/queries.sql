@@ -264,3 +264,7 @@ DELETE FROM recall.entity_aliases WHERE org = $1 AND entity = $2 RETURNING entit
 -- name: processed
 -- The session's turns the extractor has read, newest first (extractor 005_processed.sql).
 SELECT turn_id FROM extractor.processed($1, $2)
+
+-- name: org_holds
+-- The transaction's org's account, if it is metered (seed 004's holds; 029_own_holds.sql).
+SELECT * FROM recall.org_holds()
