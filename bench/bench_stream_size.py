@@ -30,7 +30,8 @@ from contracts import commands as c
 from engram.crypto import MasterKey, open_sealed, seal
 from services.command.adapters.restore import _checkpoint_rows
 from services.command.core import Context, decide
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 
 RESULTS = Path(__file__).parent / "results" / "stream_size.json"
 

@@ -66,7 +66,7 @@ async def record_inferences(
 
 
 def inference_marks(events: list[Event], status: dict[str, str | None]) -> dict[str, bool]:
-    """Fold the events' inferences as the writer does (``services.command.state``): a new
+    """Fold the events' inferences as the writer does (``services.command.fold``): a new
     memory is one when its event says so; an active one stops being one when a revision
     or a change back to active that is not an inference's comes. ``status``: each item's
     before the events. Pure: the items whose mark the events set, and to what."""

@@ -15,7 +15,8 @@ from contracts import commands as c
 from engram.crypto import MasterKey
 from services.command.adapters.restore import Restorer
 from services.command.core import decide
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,8 @@ from contracts.events import (
     Sealed,
 )
 from services.command.core import Context, decide
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 
 _ids = itertools.count(1)
 

@@ -20,7 +20,9 @@ from engram.crypto import MasterKey
 from services.command.adapters.restore import UnsafeRow, _checkpoint_rows, _stream_of, loads
 from services.command.core import decide
 from services.command.errors import DomainError
-from services.command.state import StreamState, _item_row, evolve
+from services.command.fold import evolve
+from services.command.rows import _item_row
+from services.command.state import StreamState
 from tests.unit.conftest import make_context
 from tests.unit.test_decide_properties import build, steps
 

@@ -14,7 +14,8 @@ from services.command import state as state_module
 from services.command.answers import answer, repeated
 from services.command.context import new_item_id
 from services.command.core import decide
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context
 
 

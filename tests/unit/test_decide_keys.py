@@ -15,7 +15,8 @@ from contracts import commands as c
 from contracts.events import MemoryStatusChanged
 from services.command.core import Context, decide
 from services.command.errors import Conflict, DomainError
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context, run
 from tests.unit.test_checkpoint_rows import Stored
 

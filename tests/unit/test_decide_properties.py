@@ -17,7 +17,8 @@ from contracts.events import (
 )
 from services.command.core import decide
 from services.command.errors import Conflict, DomainError
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context
 
 TEXTS = st.sampled_from(["tea", "coffee", "budget 1500", "budget 1600", "run tests first"])

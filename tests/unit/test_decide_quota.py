@@ -12,7 +12,8 @@ from contracts import commands as c
 from contracts.events import Event
 from services.command.core import Context, decide
 from services.command.errors import MemoryOff, MemoryQuotaReached
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context
 
 FULL_AT_3 = replace(make_context(), max_memories_per_scope=3)

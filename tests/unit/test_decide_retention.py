@@ -9,7 +9,8 @@ from contracts import commands as c
 from contracts.events import Event, MemoryRevised, RevisionsPruned
 from services.command.core import Context, decide
 from services.command.errors import Conflict
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context, run
 
 

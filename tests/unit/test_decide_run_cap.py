@@ -12,7 +12,8 @@ from contracts.events import MemoryRemembered
 from services.command import state as state_module
 from services.command.core import Context, decide
 from services.command.errors import CandidateLimitReached
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from tests.unit.conftest import make_context, run
 
 ASKED = "Please remember this: the VPN rotates on Fridays."

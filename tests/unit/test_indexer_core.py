@@ -22,7 +22,8 @@ from contracts.events import (
 from engram.embeddings.retry import backoff
 from services.command.core import decide
 from services.command.errors import DomainError
-from services.command.state import StreamState, evolve
+from services.command.fold import evolve
+from services.command.state import StreamState
 from services.indexer.core import (
     Plan,
     Seen,

@@ -34,7 +34,9 @@ from contracts.events import Event, MemoryRemembered, decode_event
 from engram.crypto import MasterKey
 from engram.kafka import consumer
 from engram.logging import get_logger
-from services.command.state import StreamState, changed_rows, evolve, from_rows
+from services.command.fold import evolve
+from services.command.rows import changed_rows, from_rows
+from services.command.state import StreamState
 
 log = get_logger(__name__)
 States = dict[str, StreamState]

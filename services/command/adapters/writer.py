@@ -56,9 +56,10 @@ from services.command.answers import (
 from services.command.charges import cost
 from services.command.core import decide, new_item_id
 from services.command.errors import DomainError, NotDecidable
+from services.command.fold import evolve
 from services.command.moves import after_decision, after_refusal
 from services.command.origin import made_by
-from services.command.state import StreamState, evolve
+from services.command.state import StreamState
 
 log = get_logger(__name__)
 
