@@ -203,7 +203,7 @@ Name = Annotated[RequestText, Field(min_length=1, max_length=MAX_NAME)]
 
 
 def _has_a_word(name: str) -> str:
-    if not re.search(r"\w", name):
+    if not any(ch.isalnum() for ch in name):
         raise ValueError("a name needs a letter or a digit")
     return " ".join(name.split())
 

@@ -30,7 +30,7 @@ async def get_aliases(request: Request) -> AliasesResponse:
     return AliasesResponse(entities=[EntityAliases(**dict(r)) for r in rows])
 
 
-@router.put("/v1/aliases/{entity}")
+@router.put("/v1/aliases/{entity:path}")
 async def put_aliases(request: Request, entity: EntityName, body: AliasesRequest) -> EntityAliases:
     """Set an entity's other names (replacing those it had). A name belongs to one
     entity of the org: one another entity holds is refused (409, naming it)."""
@@ -67,11 +67,11 @@ async def put_aliases(request: Request, entity: EntityName, body: AliasesRequest
     return EntityAliases(**dict(row))
 
 
-@router.delete("/v1/aliases/{entity}", status_code=204)
+@router.delete("/v1/aliases/{entity:path}", status_code=204)
 async def delete_aliases(request: Request, entity: EntityName) -> Response:
     app = request.app.state
     principal = _admin(principal_from(request, app.verifier))
-    if not await app.store.delete_entity_aliases(principal, entity):
+    if not await app.store.delete_entity_aliases(principal, folded(entity)):
         raise ProblemError(404, "Not found", f"this org names no entity {entity!r}", "not_found")
     return Response(status_code=204)
 

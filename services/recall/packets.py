@@ -107,17 +107,25 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
-    if retrieval in ("hybrid", "full_text") and (
-        others := other_names(query, await store.alias_groups(p))
-    ):  # seed 004's entity aliases: the other names of the entities the query names
+    if retrieval in ("hybrid", "full_text") and (aliased := await with_aliases(store, p, query)):
+        # Seed 004's entity aliases: the same words with the other names of the entities
+        # the query names (QA: the other names alone ranked a memory that only named the
+        # entity level with the query's best match).
         ranking = settings.full_text_ranking
-        lists["alias"] = await store.full_text(p, " ".join(others), limit, ranking)
+        lists["alias"] = await store.full_text(p, aliased, limit, ranking)
     if phrases := phrases_of(query):  # exact matching: only the memories that hold them
         patterns = [phrase_pattern(phrase) for phrase in phrases]
         lists = {name: [c for c in got if holds(c, patterns)] for name, got in lists.items()}
         if retrieval in ("hybrid", "full_text"):
             lists["exact"] = await store.exact(p, phrases, patterns, limit)
     return lists
+
+
+async def with_aliases(store: RecallStore, p: Principal, query: str) -> str | None:
+    """The query with the other names of the org's entities it names, or None when it
+    names none."""
+    others = other_names(query, await store.alias_groups(p))
+    return f"{query} {' '.join(others)}" if others else None
 
 
 async def feed_back(
@@ -275,9 +283,12 @@ async def search(
     async with store.session(p):
         lists = await matches(store, embedder, p, req.query, settings, req.limit, req.retrieval)
     ranked = fuse(lists, [], req.limit)
+    # A memory's passage is the one with most of the query's words, its aliases' too (QA:
+    # an alias's hit showed a passage without it).
+    words = await with_aliases(store, p, req.query) or req.query
     hits = []
     for r in ranked:
-        part = excerpt(r.item.content, req.query)
+        part = excerpt(r.item.content, words)
         hits.append(
             SearchHit(
                 id=r.item.item_id,

@@ -59,6 +59,15 @@ async def test_a_search_naming_an_entity_finds_its_other_names(
         # Another org's aliases are its own.
         theirs = await http.get(f"{recall}/v1/aliases", headers=other_org.headers)
         assert theirs.json()["entities"] == []
+        # A name may hold a slash; an entity set again in another case is respelt.
+        slashed = await http.put(f"{recall}/v1/aliases/CI/CD", headers=admin.headers,
+                                 json={"aliases": ["pipelines"]})
+        assert (slashed.status_code, slashed.json()["entity"]) == (200, "CI/CD")
+        respelt = await http.put(f"{recall}/v1/aliases/KUBERNETES", headers=admin.headers,
+                                 json={"aliases": ["k8s"]})
+        assert respelt.status_code == 200, respelt.text
+        names = await http.get(f"{recall}/v1/aliases", headers=ana.headers)
+        assert [e["entity"] for e in names.json()["entities"]] == ["CI/CD", "KUBERNETES"]
         gone = await http.delete(f"{recall}/v1/aliases/Kubernetes", headers=admin.headers)
         assert gone.status_code == 204
         again = await http.delete(f"{recall}/v1/aliases/Kubernetes", headers=admin.headers)

@@ -270,3 +270,23 @@ async def test_learning_apply_uses_what_the_extractor_learns_at_once(
             return r.json()["revision"] == 2 and r.json()["inferred"] is False
 
         await eventually(confirmed, what="the corrected fact, confirmed")
+
+
+async def test_processed_lists_the_sessions_own_turns_in_the_order_read(
+        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    """QA: turns read in one batch came out by id, and a member's private turn sent from
+    the session was listed to the session's every member."""
+    ana = caller(session="order")
+    async with httpx.AsyncClient(timeout=10) as http:
+        await publish_turns(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
+                            turn(ana, "t-c", "Remember that I prefer aisle seats."),
+                            turn(ana, "t-a", "Remember that I prefer window seats."),
+                            turn(ana, "t-mine", "Remember that I like tea.", scope="private"),
+                            turn(ana, "t-b", "Remember that I prefer tea."))
+
+        async def processed() -> list[str] | None:
+            r = await http.get(f"{services['recall']}/v1/session", headers=ana.headers)
+            got = list(r.json()["processed"])
+            return got if len(got) == 3 else None
+
+        assert await eventually(processed, what="three turns read") == ["t-c", "t-a", "t-b"]

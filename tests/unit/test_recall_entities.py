@@ -21,8 +21,25 @@ def test_a_name_matches_as_whole_words_only() -> None:
 
 
 def test_names_fold_to_their_words() -> None:
-    assert folded("  The  Big-Apple! ") == "the big apple"
+    assert folded("  The  Big-Apple! ") == "the big-apple"
     assert names_of("Kubernetes", ["K8S", "kubernetes", "kube"]) == ["kubernetes", "k8s", "kube"]
+    assert folded("e\u0301cole") == folded("\u00e9cole")  # one spelling, composed or not
+
+
+def test_symbols_are_part_of_a_name_and_the_sentences_punctuation_is_not() -> None:
+    """QA: C++ and C# both folded to "c", and "plan C." named C++."""
+    langs = [["C++", "cpp"], ["C#", "csharp"]]
+    assert other_names("is cpp faster?", langs) == ["C++"]
+    assert other_names("Which C# version (C#)?", langs) == ["csharp"]
+    assert other_names("go with plan C.", langs) == []
+
+
+def test_a_name_in_capitals_is_an_acronym_matched_in_capitals() -> None:
+    """QA: "it" in a question named Information Technology by its alias IT."""
+    groups = [["Information Technology", "IT"]]
+    assert other_names("When does it open?", groups) == []
+    assert other_names("Ask IT about it", groups) == ["Information Technology"]
+    assert other_names("information technology hours", groups) == ["IT"]
 
 
 def test_an_expansion_is_bounded() -> None:

@@ -169,7 +169,7 @@ async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> Non
     store.groups = [["Kubernetes", "k8s", "kube"], ["Lisbon", "LIS"]]
     request = SearchRequest.model_validate({"query": "where does kube run?", "limit": 3})
     found = await search(store, Embedder(), ANA, request, NO_FEEDBACK)  # type: ignore[arg-type]
-    assert store.queries == ["where does kube run?", "Kubernetes k8s"]
+    assert store.queries == ["where does kube run?", "where does kube run? Kubernetes k8s"]
     assert any(why.startswith("alias#") for m in found.memories for why in m.why)
     plain = TwoLists()
     plain.groups = store.groups

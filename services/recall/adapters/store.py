@@ -135,18 +135,20 @@ class RecallStore:
         async with as_principal(self._pool, p) as conn:
             # One change of an org's aliases at a time: two could take one name otherwise.
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('aliases/' || $1))", p.org)
-            taken = await conn.fetchval(Q["alias_taken"], p.org, entity, names)
+            taken = await conn.fetchval(Q["alias_taken"], p.org, entity, names, names[0])
             if taken is not None:
                 return None, taken
+            await conn.execute(Q["rename_entity"], p.org, entity, names[0])
             row = await conn.fetchrow(
                 Q["set_entity_aliases"], p.org, entity, aliases, names, p.member, most
             )
         self._aliases.pop(p.org, None)
         return row, None
 
-    async def delete_entity_aliases(self, p: Principal, entity: str) -> bool:
+    async def delete_entity_aliases(self, p: Principal, name: str) -> bool:
+        """Remove the entity named ``name`` (folded: its case aside)."""
         async with as_principal(self._pool, p) as conn:
-            gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, entity)
+            gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, name)
         self._aliases.pop(p.org, None)
         return gone is not None
 

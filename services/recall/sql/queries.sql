@@ -242,9 +242,16 @@ SELECT entity, aliases, updated_by, updated_at
 FROM recall.entity_aliases WHERE org = $1 ORDER BY entity
 
 -- name: alias_taken
--- Another entity of the org that holds one of these folded names already.
+-- Another entity of the org that holds one of these folded names already (one whose own
+-- name is this one's but for its case is this one, renamed: $4, the folded name).
 SELECT entity FROM recall.entity_aliases
-WHERE org = $1 AND entity <> $2 AND names && $3::text[] ORDER BY entity LIMIT 1
+WHERE org = $1 AND entity <> $2 AND names[1] <> $4 AND names && $3::text[]
+ORDER BY entity LIMIT 1
+
+-- name: rename_entity
+-- The entity of the org whose own name is this one's but for its case takes this spelling.
+UPDATE recall.entity_aliases SET entity = $2
+WHERE org = $1 AND entity <> $2 AND names[1] = $3
 
 -- name: set_entity_aliases
 -- An entity's other names, replacing those it had; NULL when the org holds as many
@@ -259,7 +266,7 @@ ON CONFLICT (org, entity) DO UPDATE
 RETURNING entity, aliases, updated_by, updated_at
 
 -- name: delete_entity_aliases
-DELETE FROM recall.entity_aliases WHERE org = $1 AND entity = $2 RETURNING entity
+DELETE FROM recall.entity_aliases WHERE org = $1 AND names[1] = $2 RETURNING entity
 
 -- name: processed
 -- The session's turns the extractor has read, newest first (extractor 005_processed.sql).
