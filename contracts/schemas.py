@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from contracts import envelope, recall
+from contracts import envelope, orgs, recall
 from contracts.commands import COMMANDS
 from contracts.conversations import ConversationTurn
 from contracts.events import EVENTS, Labels
@@ -30,10 +30,10 @@ def messages() -> dict[str, type[BaseModel]]:
         "ContextResponse": recall.ContextResponse,
         "GenerationResponse": recall.GenerationResponse,
         "SearchRequest": recall.SearchRequest,
-        "OrgPolicy": recall.OrgPolicy,
-        "BillingView": recall.BillingView,
-        "AliasesRequest": recall.AliasesRequest,
-        "AliasesResponse": recall.AliasesResponse,
+        "OrgPolicy": orgs.OrgPolicy,
+        "BillingView": orgs.BillingView,
+        "AliasesRequest": orgs.AliasesRequest,
+        "AliasesResponse": orgs.AliasesResponse,
         "SearchResponse": recall.SearchResponse,
         "LinksResponse": recall.LinksResponse,
         "ProposalsResponse": recall.ProposalsResponse,

@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response, Security
 
-from contracts.recall import (
-    MAX_ENTITIES,
-    AliasesRequest,
-    AliasesResponse,
-    EntityAliases,
-    EntityName,
-)
+from contracts.orgs import MAX_ENTITIES, AliasesRequest, AliasesResponse, EntityAliases, EntityName
 from engram.auth import Principal
 from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.billing import not_held

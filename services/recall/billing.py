@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Security
 
-from contracts.recall import BillingView
+from contracts.orgs import BillingView
 from engram.billing import hold_on, principal_caller
 from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 

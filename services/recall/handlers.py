@@ -9,6 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Security
 
 from contracts.commands import ScopeChoice
+from contracts.orgs import OrgPolicy
 from contracts.recall import (
     MAX_PROCESSED,
     Change,
@@ -19,7 +20,6 @@ from contracts.recall import (
     GenerationResponse,
     Link,
     LinksResponse,
-    OrgPolicy,
     ProposalsResponse,
     ProposalView,
     RecallRequest,

@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 from typing import Literal, Protocol
 
+from contracts.orgs import OrgPolicy
 from contracts.recall import (
     CURLY,
-    OrgPolicy,
     RecalledItem,
     RecallRequest,
     RecallResponse,

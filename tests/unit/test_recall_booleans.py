@@ -13,7 +13,8 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, StrictBool
 
-from contracts.recall import OrgPolicy, RecallRequest
+from contracts.orgs import OrgPolicy
+from contracts.recall import RecallRequest
 from services.recall.handlers import router
 from tests.unit.test_recall_request_text import refused
 

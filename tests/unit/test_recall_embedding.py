@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from contracts.recall import OrgPolicy
+from contracts.orgs import OrgPolicy
 from engram.auth import Principal, TokenVerifier, mint_token
 from engram.embeddings.errors import (
     BudgetExhaustedError,

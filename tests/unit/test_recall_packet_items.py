@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from contracts.recall import OrgPolicy, RecallRequest
+from contracts.orgs import OrgPolicy
+from contracts.recall import RecallRequest
 from engram.auth import Principal
 from services.recall.adapters.store import Opening
 from services.recall.core import Candidate

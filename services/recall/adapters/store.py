@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from contracts.commands import PROPOSAL_DAYS
-from contracts.recall import OrgPolicy
+from contracts.orgs import OrgPolicy
 from engram.auth import Principal
 from engram.billing import Account
 from engram.billing_store import account_of
