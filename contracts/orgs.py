@@ -68,7 +68,7 @@ Name = Annotated[RequestText, Field(min_length=1, max_length=MAX_NAME)]
 def _has_a_word(name: str) -> str:
     if not any(ch.isalnum() for ch in name):
         raise ValueError("a name needs a letter or a digit")
-    return " ".join(name.split())
+    return " ".join(name.split()).strip("/ ")  # "CI/CD/" is "CI/CD" (a path's end)
 
 
 EntityName = Annotated[Name, AfterValidator(_has_a_word)]

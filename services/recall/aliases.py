@@ -65,7 +65,7 @@ async def put_aliases(request: Request, entity: EntityName, body: AliasesRequest
 async def delete_aliases(request: Request, entity: EntityName) -> Response:
     app = request.app.state
     principal = _admin(principal_from(request, app.verifier))
-    if not await app.store.delete_entity_aliases(principal, folded(entity)):
+    if not await app.store.delete_entity_aliases(principal, entity):
         raise ProblemError(404, "Not found", f"this org names no entity {entity!r}", "not_found")
     return Response(status_code=204)
 

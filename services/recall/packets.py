@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from typing import Literal, Protocol
 
 from contracts.orgs import OrgPolicy
@@ -58,6 +59,15 @@ class QueryEmbedder(Protocol):
 Retrieval = Literal["hybrid", "full_text", "vector"]
 
 
+class Unset(enum.Enum):
+    """A parameter not given (its value then computed), apart from a given None."""
+
+    UNSET = enum.auto()
+
+
+UNSET = Unset.UNSET
+
+
 async def matches(
     store: RecallStore,
     embedder: QueryEmbedder | None,
@@ -66,6 +76,7 @@ async def matches(
     settings: RecallSettings,
     top: int,
     retrieval: Retrieval = "hybrid",
+    aliased: str | Unset | None = UNSET,
 ) -> dict[str, list[Candidate]]:
     """The ranked lists to fuse, each as deep as the fusion takes (see ``fusion_depth``):
     full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
@@ -107,7 +118,9 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
-    if retrieval in ("hybrid", "full_text") and (aliased := await with_aliases(store, p, query)):
+    if aliased is UNSET:
+        aliased = await with_aliases(store, p, query)
+    if retrieval in ("hybrid", "full_text") and isinstance(aliased, str):
         # Seed 004's entity aliases: the same words with the other names of the entities
         # the query names (QA: the other names alone ranked a memory that only named the
         # entity level with the query's best match).
@@ -122,10 +135,11 @@ async def matches(
 
 
 async def with_aliases(store: RecallStore, p: Principal, query: str) -> str | None:
-    """The query with the other names of the org's entities it names, or None when it
-    names none."""
-    others = other_names(query, await store.alias_groups(p))
-    return f"{query} {' '.join(others)}" if others else None
+    """The other names of the org's entities the query names, then the query (first, so
+    that a passage is chosen by them too: ``excerpt`` reads a query's first words), or
+    None when it names none."""
+    others = other_names(query, await store.entities(p))
+    return f"{' '.join(others)} {query}" if others else None
 
 
 async def feed_back(
@@ -280,12 +294,15 @@ async def search(
 ) -> SearchResponse:
     """The search form: ranked like a packet but without pinned-first, each memory whole
     or as its matching passage, the whole result bounded with an ``omitted`` count."""
+    aliased = await with_aliases(store, p, req.query.translate(CURLY))
     async with store.session(p):
-        lists = await matches(store, embedder, p, req.query, settings, req.limit, req.retrieval)
+        lists = await matches(
+            store, embedder, p, req.query, settings, req.limit, req.retrieval, aliased
+        )
     ranked = fuse(lists, [], req.limit)
     # A memory's passage is the one with most of the query's words, its aliases' too (QA:
     # an alias's hit showed a passage without it).
-    words = await with_aliases(store, p, req.query) or req.query
+    words = aliased or req.query
     hits = []
     for r in ranked:
         part = excerpt(r.item.content, words)

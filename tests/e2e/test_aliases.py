@@ -60,7 +60,7 @@ async def test_a_search_naming_an_entity_finds_its_other_names(
         theirs = await http.get(f"{recall}/v1/aliases", headers=other_org.headers)
         assert theirs.json()["entities"] == []
         # A name may hold a slash; an entity set again in another case is respelt.
-        slashed = await http.put(f"{recall}/v1/aliases/CI/CD", headers=admin.headers,
+        slashed = await http.put(f"{recall}/v1/aliases/CI/CD/", headers=admin.headers,
                                  json={"aliases": ["pipelines"]})
         assert (slashed.status_code, slashed.json()["entity"]) == (200, "CI/CD")
         respelt = await http.put(f"{recall}/v1/aliases/KUBERNETES", headers=admin.headers,

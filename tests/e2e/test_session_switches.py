@@ -272,11 +272,14 @@ async def test_learning_apply_uses_what_the_extractor_learns_at_once(
         await eventually(confirmed, what="the corrected fact, confirmed")
 
 
-async def test_processed_lists_the_sessions_own_turns_in_the_order_read(
+async def test_processed_lists_the_sessions_turns_in_the_order_read(
         services: dict[str, str], stack_settings: dict[str, str]) -> None:
     """QA: turns read in one batch came out by id, and a member's private turn sent from
-    the session was listed to the session's every member."""
+    the session was listed to the session's every member; a review: a client sending its
+    turns as private (the default) saw none. A member sees the session's own turns and
+    its own; another member of the session, only the session's."""
     ana = caller(session="order")
+    bob = caller(org=ana.org, member="bob", session="order")
     async with httpx.AsyncClient(timeout=10) as http:
         await publish_turns(stack_settings["KAFKA_BOOTSTRAP_SERVERS"],
                             turn(ana, "t-c", "Remember that I prefer aisle seats."),
@@ -284,9 +287,11 @@ async def test_processed_lists_the_sessions_own_turns_in_the_order_read(
                             turn(ana, "t-mine", "Remember that I like tea.", scope="private"),
                             turn(ana, "t-b", "Remember that I prefer tea."))
 
-        async def processed() -> list[str] | None:
-            r = await http.get(f"{services['recall']}/v1/session", headers=ana.headers)
+        async def processed(who: Caller, count: int) -> list[str] | None:
+            r = await http.get(f"{services['recall']}/v1/session", headers=who.headers)
             got = list(r.json()["processed"])
-            return got if len(got) == 3 else None
+            return got if len(got) == count else None
 
-        assert await eventually(processed, what="three turns read") == ["t-c", "t-a", "t-b"]
+        assert await eventually(lambda: processed(ana, 4), what="four turns read") == [
+            "t-c", "t-a", "t-mine", "t-b"]
+        assert await processed(bob, 3) == ["t-c", "t-a", "t-b"]

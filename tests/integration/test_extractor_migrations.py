@@ -60,6 +60,7 @@ async def test_turns_and_sources_count_per_stream_and_author_and_old_rows_still_
                 "005_processed.sql",
                 "006_processed_visible.sql",
                 "007_processed_in_order.sql",
+                "008_processed_own.sql",
             ]
             # The sources recorded before are hashed when the extractor starts (004).
             assert await rehash_sources(conn, MASTER) == 1

@@ -61,7 +61,7 @@ class FullTextStore:
         self.nearest_calls += 1
         return []
 
-    async def alias_groups(self, p: Principal) -> list[list[str]]:
+    async def entities(self, p: Principal) -> list[object]:
         return []  # the org names no entity
 
     async def account(self, p: Principal, fresh: bool = False) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from services.recall.entities import MAX_EXPANSION, folded, names_of, other_names
+from services.recall.entities import MAX_EXPANSION, Entity, entity_of, folded, names_of
+from services.recall.entities import other_names as expand
+
+
+def other_names(query: str, groups: list[list[str]]) -> list[str]:
+    return expand(query, [entity_of(g) for g in groups])
 
 GROUPS = [["Kubernetes", "k8s", "kube"], ["New York", "NYC", "the Big Apple"]]
 
@@ -46,3 +51,19 @@ def test_an_expansion_is_bounded() -> None:
     many = [[f"entity{n}", *(f"alias{n}x{m}" for m in range(20))] for n in range(5)]
     query = " ".join(f"entity{n}" for n in range(5))
     assert len(other_names(query, many)) == MAX_EXPANSION
+
+
+def test_words_joined_or_inflected_still_name_a_plain_name() -> None:
+    """A review: splitting the query at spaces alone lost "kubernetes-based", "kube's"."""
+    groups = [["Kubernetes", "K8S", "kube"], ["Node.js", "node"], ["Big-Apple", "NYC"]]
+    assert other_names("a kubernetes-based stack", groups) == ["K8S", "kube"]
+    assert other_names("the kube's dashboard", groups) == ["Kubernetes", "K8S"]
+    assert other_names("deploy to k8s", groups) == ["Kubernetes", "kube"]  # no acronym
+    assert other_names("KUBERNETES upgrade", groups) == ["K8S", "kube"]
+    assert other_names("big apple trip", groups) == ["NYC"]
+    assert other_names("node.js or deno", groups) == []  # both of its names said
+
+
+def test_entities_are_folded_once() -> None:
+    entity = entity_of(["C++", "cpp"])
+    assert isinstance(entity, Entity) and [n.written for n in entity.names] == ["C++", "cpp"]

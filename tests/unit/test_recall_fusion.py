@@ -14,6 +14,7 @@ from contracts.recall import SearchRequest
 from engram.auth import Principal
 from services.recall.app import _check_cut
 from services.recall.core import Candidate, TermStats
+from services.recall.entities import Entity, entity_of
 from services.recall.packets import search
 from services.recall.settings import RecallSettings
 
@@ -36,10 +37,10 @@ class TwoLists:
         self.cut: float | None = None
         self.full_text_list, self.vector_list = lists or (FULL_TEXT, VECTORS)
         self.fed: list[str] | None = None
-        self.groups: list[list[str]] = []  # the org's entity aliases
+        self.groups: list[Entity] = []  # the org's entity aliases
         self.queries: list[str] = []  # what each full-text search was asked
 
-    async def alias_groups(self, p: Principal) -> list[list[str]]:
+    async def entities(self, p: Principal) -> list[Entity]:
         return self.groups
 
     @asynccontextmanager
@@ -166,10 +167,10 @@ def test_a_cut_chosen_for_another_model_is_warned_about_at_start() -> None:
 async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> None:
     """Seed 004's entity aliases: a search naming "kube" looks for Kubernetes and k8s too."""
     store = TwoLists()
-    store.groups = [["Kubernetes", "k8s", "kube"], ["Lisbon", "LIS"]]
+    store.groups = [entity_of(["Kubernetes", "k8s", "kube"]), entity_of(["Lisbon", "LIS"])]
     request = SearchRequest.model_validate({"query": "where does kube run?", "limit": 3})
     found = await search(store, Embedder(), ANA, request, NO_FEEDBACK)  # type: ignore[arg-type]
-    assert store.queries == ["where does kube run?", "where does kube run? Kubernetes k8s"]
+    assert store.queries == ["where does kube run?", "Kubernetes k8s where does kube run?"]
     assert any(why.startswith("alias#") for m in found.memories for why in m.why)
     plain = TwoLists()
     plain.groups = store.groups

@@ -43,7 +43,7 @@ class Memories:
     async def session(self, p: Principal) -> AsyncIterator[None]:
         yield None
 
-    async def alias_groups(self, p: Principal) -> list[list[str]]:
+    async def entities(self, p: Principal) -> list[object]:
         return []  # the org names no entity
 
     async def opening(

@@ -20,6 +20,7 @@ from engram.billing_store import account_of
 from engram.db import load_queries
 from services.recall.adapters.scoped import apart, as_principal
 from services.recall.core import Candidate, Ranking, TermStats, or_query
+from services.recall.entities import Entity, entity_of, folded
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
@@ -67,7 +68,7 @@ def _remember(known: dict[str, tuple[T, float]], org: str, value: T) -> None:
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._aliases: dict[str, tuple[list[list[str]], float]] = {}  # org -> (groups, at)
+        self._aliases: dict[str, tuple[list[Entity], float]] = {}  # org -> (entities, at)
         self._accounts: dict[str, tuple[Account | None, float]] = {}  # org -> (account, at)
 
     def session(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
@@ -112,15 +113,15 @@ class RecallStore:
         _remember(self._accounts, p.org, account)
         return account
 
-    async def alias_groups(self, p: Principal) -> list[list[str]]:
-        """The org's entities, each as its names (its own first), read at most every
+    async def entities(self, p: Principal) -> list[Entity]:
+        """The org's entities as their names are matched, read at most every
         ``ALIASES_TTL`` seconds (and again at once after a change through this store)."""
         known = self._aliases.get(p.org)
         if known is not None and time.monotonic() - known[1] < ALIASES_TTL:
             return known[0]
-        groups = [[r["entity"], *r["aliases"]] for r in await self.entity_aliases(p)]
-        _remember(self._aliases, p.org, groups)
-        return groups
+        found = [entity_of([r["entity"], *r["aliases"]]) for r in await self.entity_aliases(p)]
+        _remember(self._aliases, p.org, found)
+        return found
 
     async def entity_aliases(self, p: Principal) -> list[asyncpg.Record]:
         async with as_principal(self._pool, p) as conn:
@@ -145,10 +146,10 @@ class RecallStore:
         self._aliases.pop(p.org, None)
         return row, None
 
-    async def delete_entity_aliases(self, p: Principal, name: str) -> bool:
-        """Remove the entity named ``name`` (folded: its case aside)."""
+    async def delete_entity_aliases(self, p: Principal, entity: str) -> bool:
+        """Remove the entity of this name, its case aside."""
         async with as_principal(self._pool, p) as conn:
-            gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, name)
+            gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, folded(entity), entity)
         self._aliases.pop(p.org, None)
         return gone is not None
 

@@ -245,13 +245,14 @@ FROM recall.entity_aliases WHERE org = $1 ORDER BY entity
 -- Another entity of the org that holds one of these folded names already (one whose own
 -- name is this one's but for its case is this one, renamed: $4, the folded name).
 SELECT entity FROM recall.entity_aliases
-WHERE org = $1 AND entity <> $2 AND names[1] <> $4 AND names && $3::text[]
+WHERE org = $1 AND entity <> $2 AND names[1] <> $4 AND lower(entity) <> lower($2)
+  AND names && $3::text[]
 ORDER BY entity LIMIT 1
 
 -- name: rename_entity
 -- The entity of the org whose own name is this one's but for its case takes this spelling.
 UPDATE recall.entity_aliases SET entity = $2
-WHERE org = $1 AND entity <> $2 AND names[1] = $3
+WHERE org = $1 AND entity <> $2 AND (names[1] = $3 OR lower(entity) = lower($2))
 
 -- name: set_entity_aliases
 -- An entity's other names, replacing those it had; NULL when the org holds as many
@@ -266,10 +267,13 @@ ON CONFLICT (org, entity) DO UPDATE
 RETURNING entity, aliases, updated_by, updated_at
 
 -- name: delete_entity_aliases
-DELETE FROM recall.entity_aliases WHERE org = $1 AND names[1] = $2 RETURNING entity
+-- The entity of this name, its case aside ($2 folded, $3 as given: a row folded by an
+-- earlier rule is found by its name too).
+DELETE FROM recall.entity_aliases
+WHERE org = $1 AND (names[1] = $2 OR lower(entity) = lower($3)) RETURNING entity
 
 -- name: processed
--- The session's turns the extractor has read, newest first (extractor 005_processed.sql).
+-- The session's turns the extractor has read, newest first (extractor 008_processed_own.sql).
 SELECT turn_id FROM extractor.processed($1, $2)
 
 -- name: org_holds
