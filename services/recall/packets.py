@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 from typing import Literal, Protocol
 
 from contracts.orgs import OrgPolicy
@@ -59,15 +58,6 @@ class QueryEmbedder(Protocol):
 Retrieval = Literal["hybrid", "full_text", "vector"]
 
 
-class Unset(enum.Enum):
-    """A parameter not given (its value then computed), apart from a given None."""
-
-    UNSET = enum.auto()
-
-
-UNSET = Unset.UNSET
-
-
 async def matches(
     store: RecallStore,
     embedder: QueryEmbedder | None,
@@ -76,14 +66,15 @@ async def matches(
     settings: RecallSettings,
     top: int,
     retrieval: Retrieval = "hybrid",
-    aliased: str | Unset | None = UNSET,
+    aliased: str | None = None,
 ) -> dict[str, list[Candidate]]:
     """The ranked lists to fuse, each as deep as the fusion takes (see ``fusion_depth``):
     full text (any of the words, BM25 or ts_rank_cd) and, when embeddings are configured,
     the nearest vectors of the current revisions. A query with phrases in double quotes
     keeps in each list only the memories that hold them as written, and adds a list of
-    those memories, newest first (seed 004's exact matching). A query that names an
-    entity of the org's aliases adds a full-text list of its other names (``alias``).
+    those memories, newest first (seed 004's exact matching). ``aliased``: the query with
+    the other names of the org's entities it names (``with_aliases``), searched as one
+    more full-text list (``alias``); None when it names none.
 
     The vector list (embedding the query, then the nearest-vector search) runs beside
     the full-text search, in a second transaction for the same principal. A hybrid
@@ -118,9 +109,7 @@ async def matches(
         lists["vector"] = found
     if feedback and lists.get("full_text"):
         lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
-    if aliased is UNSET:
-        aliased = await with_aliases(store, p, query)
-    if retrieval in ("hybrid", "full_text") and isinstance(aliased, str):
+    if retrieval in ("hybrid", "full_text") and aliased is not None:
         # Seed 004's entity aliases: the same words with the other names of the entities
         # the query names (QA: the other names alone ranked a memory that only named the
         # entity level with the query's best match).
@@ -229,7 +218,8 @@ async def rank(
         always = [r for r in ranked if r.item.pinned or r.item.kind == "preference"]
         rest = [r for r in ranked if r not in always]
         return (always + rest)[:top], chars, True
-    lists = await matches(store, embedder, p, req.query, settings, top)
+    aliased = await with_aliases(store, p, req.query)
+    lists = await matches(store, embedder, p, req.query, settings, top, aliased=aliased)
     return fuse(lists, pinned, top), chars, True
 
 
@@ -294,7 +284,7 @@ async def search(
 ) -> SearchResponse:
     """The search form: ranked like a packet but without pinned-first, each memory whole
     or as its matching passage, the whole result bounded with an ``omitted`` count."""
-    aliased = await with_aliases(store, p, req.query.translate(CURLY))
+    aliased = await with_aliases(store, p, req.query)
     async with store.session(p):
         lists = await matches(
             store, embedder, p, req.query, settings, req.limit, req.retrieval, aliased

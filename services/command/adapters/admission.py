@@ -150,7 +150,7 @@ def context_for(
         memory=limits.memory,
         apply_learning=limits.learning == "apply",
         account=limits.account,
-        caller=principal_caller(principal),
+        caller=principal_caller(principal) if limits.account is not None else "",
         copies=copies,
         fork_of=principal.fork_of,
         session=principal.session,

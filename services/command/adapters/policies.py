@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Collection
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -23,6 +22,7 @@ from contracts.commands import MAX_CANDIDATES_PER_RUN
 from engram.billing import Account
 from engram.billing_store import read_accounts
 from engram.logging import get_logger
+from engram.orgcache import OrgCache
 
 log = get_logger(__name__)
 
@@ -45,13 +45,10 @@ class OrgLimits:
     account: Account | None = None
 
 
-KNOWN_ORGS = 10_000  # orgs whose limits are kept; past it, the least recently read leave
-
-
 class OrgPolicies:
     def __init__(self, pool: asyncpg.Pool, ttl: float = 10.0) -> None:
-        self._pool, self._ttl = pool, ttl
-        self._known: dict[str, tuple[OrgLimits, float]] = {}  # org -> (limits, read at)
+        self._pool = pool
+        self._known: OrgCache[OrgLimits] = OrgCache(ttl)
         # One read at a time: the partitions' writers then share one account per org, and
         # spend from it together (QA: two reads at once gave each its own, and both spent).
         self._reading = asyncio.Lock()
@@ -59,20 +56,13 @@ class OrgPolicies:
     async def limits(self, orgs: Collection[str]) -> dict[str, OrgLimits]:
         """Each org's limits (an org without a policy has the defaults), read again once
         they are stale."""
-        if self._stale(orgs):
+        if self._known.stale(orgs):
             async with self._reading:
-                if stale := self._stale(orgs):  # another writer may have read them meanwhile
-                    found, now = await self._read(stale), time.monotonic()
+                if stale := self._known.stale(orgs):  # another writer may have read them
+                    found = await self._read(stale)
                     for org in stale:
-                        self._known.pop(org, None)  # to the end: the oldest read leave first
-                        self._known[org] = (found.get(org, OrgLimits()), now)
-                    while len(self._known) > KNOWN_ORGS:  # orgs of refused commands count too
-                        del self._known[next(iter(self._known))]
-        return {org: self._known[org][0] for org in orgs}
-
-    def _stale(self, orgs: Collection[str]) -> list[str]:
-        now = time.monotonic()
-        return [o for o in orgs if o not in self._known or now - self._known[o][1] >= self._ttl]
+                        self._known.keep(org, found.get(org, OrgLimits()))
+        return {org: self._known.get(org) for org in orgs}
 
     async def _read(self, orgs: list[str]) -> dict[str, OrgLimits]:
         accounts = await read_accounts(self._pool, orgs)

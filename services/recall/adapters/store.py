@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
@@ -18,6 +17,7 @@ from engram.auth import Principal
 from engram.billing import Account
 from engram.billing_store import account_of
 from engram.db import load_queries
+from engram.orgcache import OrgCache
 from services.recall.adapters.scoped import apart, as_principal
 from services.recall.core import Candidate, Ranking, TermStats, or_query
 from services.recall.entities import Entity, entity_of, folded
@@ -53,23 +53,13 @@ def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
 
 ALIASES_TTL = 5.0  # seconds an org's entity aliases are kept before they are read again
 HOLDS_TTL = 5.0  # seconds an org's holds are kept before they are read again
-KNOWN_ORGS = 10_000  # orgs whose aliases and holds are kept; past it, the oldest read leave
-T = TypeVar("T")
-
-
-def _remember(known: dict[str, tuple[T, float]], org: str, value: T) -> None:
-    """Keep an org's value as read now, the least recently read leaving past ``KNOWN_ORGS``."""
-    known.pop(org, None)  # to the end: the oldest read leave first
-    known[org] = (value, time.monotonic())
-    while len(known) > KNOWN_ORGS:
-        del known[next(iter(known))]
 
 
 class RecallStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._aliases: dict[str, tuple[list[Entity], float]] = {}  # org -> (entities, at)
-        self._accounts: dict[str, tuple[Account | None, float]] = {}  # org -> (account, at)
+        self._entities: OrgCache[list[Entity]] = OrgCache(ALIASES_TTL)
+        self._accounts: OrgCache[Account | None] = OrgCache(HOLDS_TTL)
 
     def session(self, p: Principal) -> AbstractAsyncContextManager[asyncpg.Connection]:
         """One transaction for all the reads (and the context write) of a request."""
@@ -104,23 +94,21 @@ class RecallStore:
     async def account(self, p: Principal, fresh: bool = False) -> Account | None:
         """The caller's org's account (seed 004's holds; None: not metered), read at most
         every ``HOLDS_TTL`` seconds (``fresh``: now)."""
-        known = self._accounts.get(p.org)
-        if not fresh and known is not None and time.monotonic() - known[1] < HOLDS_TTL:
-            return known[0]
+        if not fresh and not self._accounts.stale([p.org]):
+            return self._accounts.get(p.org)
         async with as_principal(self._pool, p) as conn:
             row = await conn.fetchrow(Q["org_holds"])
         account = account_of(row) if row is not None else None
-        _remember(self._accounts, p.org, account)
+        self._accounts.keep(p.org, account)
         return account
 
     async def entities(self, p: Principal) -> list[Entity]:
         """The org's entities as their names are matched, read at most every
         ``ALIASES_TTL`` seconds (and again at once after a change through this store)."""
-        known = self._aliases.get(p.org)
-        if known is not None and time.monotonic() - known[1] < ALIASES_TTL:
-            return known[0]
+        if not self._entities.stale([p.org]):
+            return self._entities.get(p.org)
         found = [entity_of([r["entity"], *r["aliases"]]) for r in await self.entity_aliases(p)]
-        _remember(self._aliases, p.org, found)
+        self._entities.keep(p.org, found)
         return found
 
     async def entity_aliases(self, p: Principal) -> list[asyncpg.Record]:
@@ -143,14 +131,14 @@ class RecallStore:
             row = await conn.fetchrow(
                 Q["set_entity_aliases"], p.org, entity, aliases, names, p.member, most
             )
-        self._aliases.pop(p.org, None)
+        self._entities.forget(p.org)
         return row, None
 
     async def delete_entity_aliases(self, p: Principal, entity: str) -> bool:
         """Remove the entity of this name, its case aside."""
         async with as_principal(self._pool, p) as conn:
             gone = await conn.fetchval(Q["delete_entity_aliases"], p.org, folded(entity), entity)
-        self._aliases.pop(p.org, None)
+        self._entities.forget(p.org)
         return gone is not None
 
     async def exact(
