@@ -1,95 +1,61 @@
-"""HTTP plumbing shared by the services: problem+json, bearer tokens, health, serving."""
+"""HTTP plumbing shared by the services: bearer tokens, health, serving; and problem+json,
+re-exported from ``engram.http_problems``, where it is written."""
 
 from __future__ import annotations
 
 import gc
 import sys
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from http import HTTPStatus
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import structlog
 import uvicorn
 import uvloop
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
-from engram.faults import MOMENT_KINDS, of_the_moment
+from engram.http_problems import (
+    MAX_BODY_BYTES,
+    PROBLEM,
+    PROBLEM_RESPONSES,
+    BodyLimit,
+    Problem,
+    ProblemError,
+    http_problem,
+    install_problem_handlers,
+    problem,
+)
 from engram.logging import configure_logging, get_logger
 from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
 
-PROBLEM = "application/problem+json"
+__all__ = [
+    "BEARER",
+    "GC_THRESHOLDS",
+    "MAX_BODY_BYTES",
+    "PROBLEM",
+    "PROBLEM_RESPONSES",
+    "BodyLimit",
+    "Problem",
+    "ProblemError",
+    "bearer_of",
+    "bearer_token",
+    "check_startup",
+    "http_problem",
+    "install_health",
+    "install_problem_handlers",
+    "principal_from",
+    "problem",
+    "run_main",
+    "serve",
+    "serve_service",
+]
+
 S = TypeVar("S", bound=ServiceSettings)
-log = get_logger(__name__)
-
-
-class ProblemError(Exception):
-    """An HTTP error rendered as RFC 9457 problem+json."""
-
-    def __init__(self, status: int, title: str, detail: str, code: str, /, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status, self.title, self.detail, self.code, self.extra = (
-            status,
-            title,
-            detail,
-            code,
-            extra,
-        )
-
-
-def problem(status: int, title: str, detail: str, code: str, /, **extra: Any) -> JSONResponse:
-    """The problem's own members win over an ``extra`` of the same name (an error's
-    details never change its status)."""
-    body = {
-        **extra,
-        "type": f"https://engram.dev/problems/{code}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "code": code,
-    }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
-
-
-class Problem(BaseModel):
-    """A refusal's body (RFC 9457), as ``problem`` writes it; a refusal may name more."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    code: str  # a stable machine word: invalid, not_found, forbidden, conflict, ...
-    errors: list[dict[str, Any]] | None = None  # the fields refused, for invalid input
-
-
-# What a FastAPI router's OpenAPI says its refusals are (QA: it said FastAPI's 422 body,
-# which no Engram service sends).
-PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {
-        "description": "A refusal, as application/problem+json",
-        "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
-    },
-    "5XX": {
-        "description": "503 unavailable (a database or the broker away for the moment: "
-        "retry after Retry-After), 504 timeout (no answer in time: retry with the same "
-        "Idempotency-Key), 500 internal (a bug, logged with the incident named), as "
-        "application/problem+json",
-        "content": {PROBLEM: {"schema": Problem.model_json_schema()}},
-    },
-}
 
 
 # How a router's OpenAPI names its authentication: a bearer JWT (``principal_from`` checks
@@ -100,159 +66,6 @@ BEARER = HTTPBearer(
     description="A token minted by `engram token` in development; HS256, RS256 or JWKS as "
     "configured.",
 )
-
-
-# No request to any service comes near this: a memory holds at most 4,000 characters.
-MAX_BODY_BYTES = 1 << 20
-
-
-class BodyLimit:
-    """Refuses a request body over ``max_bytes`` with 413: by its Content-Length before
-    anything is read, or, for a chunked body, as soon as the bytes read pass the limit
-    (an HTTPException, which FastAPI's body parsing lets through)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        too_large = StarletteHTTPException(413, f"the body is over {self.max_bytes} bytes")
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await http_problem(too_large)(scope, receive, send)
-            return
-        read = 0
-
-        async def counted() -> Message:
-            nonlocal read
-            message = await receive()
-            read += len(message.get("body", b""))
-            if read > self.max_bytes:
-                raise too_large
-            return message
-
-        await self.app(scope, counted, send)
-
-
-def http_problem(exc: StarletteHTTPException, request: Request | None = None) -> JSONResponse:
-    """Starlette's own errors (no such route, a method the route does not take, a body
-    too large, a body FastAPI could not parse: 422 like any bad body) as problem+json,
-    with their headers (a 405's Allow)."""
-    if exc.status_code == 400:  # FastAPI could not parse the body (JSON nested too deep)
-        return problem(
-            422,
-            "Invalid request",
-            f"the body is not JSON this service reads: "
-            f"{str(exc.detail).lower()} (is it nested too deep?)",
-            "invalid",
-        )
-    title, code = _HTTP_ERRORS.get(exc.status_code) or (HTTPStatus(exc.status_code).phrase, "")
-    detail = str(exc.detail)
-    if request is not None and exc.status_code == 404:
-        detail = f"no route {request.method} {request.url.path}"
-    headers = dict(exc.headers or {})
-    if request is not None and exc.status_code == 405:
-        # Starlette names the methods of the first route of the path only: a path served
-        # by a GET route and a PUT route would say GET alone.
-        headers["Allow"] = allowed = _methods_of(request) or headers.get("Allow", "")
-        detail = f"{request.url.path} takes {allowed or 'other methods'}, not {request.method}"
-    response = problem(exc.status_code, title, detail, code or title.lower().replace(" ", "_"))
-    response.headers.update(headers)
-    return response
-
-
-def _methods_of(request: Request) -> str:
-    """Every method some route of the request's path takes."""
-    methods: set[str] = set()
-    for route in _every_route(request.app.router.routes):
-        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= set(route.methods)
-    return ", ".join(sorted(methods - {"HEAD"}))
-
-
-def _every_route(routes: list[Any]) -> Iterator[Any]:
-    """The routes, and those of the routers included among them: FastAPI keeps an included
-    router's routes behind one entry of its own (QA: recall's 405 named GET alone for a
-    path that takes PUT too)."""
-    for route in routes:
-        yield route
-        included = getattr(route, "original_router", None)
-        if included is not None:
-            yield from _every_route(included.routes)
-
-
-_HTTP_ERRORS = {
-    404: ("Not found", "not_found"),
-    405: ("Method not allowed", "method_not_allowed"),
-    413: ("Request body too large", "too_large"),
-}
-
-
-def install_problem_handlers(app: FastAPI) -> None:
-    """Every error a service answers is problem+json: its own, bad input, an unknown
-    route or method, a body over ``MAX_BODY_BYTES`` and a bug (logged with an incident)."""
-    app.add_middleware(BodyLimit)
-
-    @app.exception_handler(ProblemError)
-    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
-        return problem(exc.status, exc.title, exc.detail, exc.code, **exc.extra)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return http_problem(exc, request)
-
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        if of_the_moment(exc):  # the database or the broker away: retry, nothing was done
-            log.warning("unavailable_for_the_moment", error=repr(exc)[:300])
-            answer = problem(
-                503,
-                "Try again shortly",
-                "a database or broker Engram depends on is unavailable for the moment; "
-                "retry (a command with the same Idempotency-Key gets its first answer if "
-                "it was decided after all)",
-                "unavailable",
-            )
-            answer.headers["Retry-After"] = "1"
-            return answer
-        # A bug, not bad input: log it whole, answer without internals.
-        incident = uuid.uuid4().hex[:12]
-        log.error("unhandled_error", incident=incident, error=repr(exc), exc_info=exc)
-        return problem(
-            500,
-            "Internal error",
-            f"an unexpected error occurred (incident {incident}); it has been logged",
-            "internal",
-            incident=incident,
-        )
-
-    # The kinds a fault of the moment is of get a handler of their own: Starlette answers
-    # those in its ExceptionMiddleware, and the connection stays open. A handler for
-    # Exception alone runs in ServerErrorMiddleware, which raises the error again once it
-    # has answered: the server logged a traceback and closed the keep-alive connection,
-    # so a client retrying on it met a reset (QA).
-    for kind in MOMENT_KINDS:
-        app.add_exception_handler(kind, _unexpected)
-    app.add_exception_handler(Exception, _unexpected)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        kind = request.headers.get("content-type", "")
-        media = kind.split(";", 1)[0].strip().lower()
-        detail = "the request body or parameters are invalid"
-        json_type = media == "application/json" or (
-            media.startswith("application/") and media.endswith("+json")
-        )  # what FastAPI reads as JSON (QA: "text/json" was told nothing)
-        if any(e["loc"] == ["body"] for e in errors) and not json_type:
-            # FastAPI reads no JSON from a body sent as another type, or as none (QA: a
-            # curl -d without a header read as "a valid dictionary" expected).
-            detail = (
-                "the request body must be JSON, sent with Content-Type: application/json "
-                f"(this one came as {kind or 'no content type'})"
-            )
-        return problem(422, "Invalid request", detail, "invalid", errors=errors)
 
 
 def bearer_token(request: Request) -> str:
