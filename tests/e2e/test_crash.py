@@ -1,6 +1,8 @@
-"""Crash safety: kill -9 the command service and the projector in the middle of a
-stream of 10,000 commands, restart them; every accepted command's events appear
-exactly once, each stream's seq is gapless, and the read model equals a replay."""
+"""Crash safety: in the middle of a stream of 10,000 commands, kill -9 the command
+service and the projector (and restart them), or one of Postgres's sessions (the database
+recovers on its own), or the Kafka broker (and restart it); every accepted command's
+events appear exactly once, each stream's seq is gapless, and the read model equals a
+replay."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, EventEnvelope
 from engram.crypto import MasterKey, load_master_key
-from engram.devstack import resolve_state, stack
+from engram.devstack import KAFKA_CONTROLLER_PORT, KAFKA_PORT, resolve_state, stack
+from engram.devstack import kafka as devkafka
 from engram.devstack import services as devservices
-from engram.devstack.processes import process_alive
+from engram.devstack.processes import port_open, process_alive
 from engram.kafka import partition_count
 from engram.settings import CommonSettings
 from services.command.core import new_item_id
@@ -52,10 +55,6 @@ def commands(org: str) -> list[CommandEnvelope]:
         out.append(CommandEnvelope(command_id=command_id, type=kind, token=people[i].token,
                                    stream_id=f"{org}/member:m{i}", payload=payload))
     return out
-
-
-async def applied(pool: asyncpg.Pool, org: str) -> int:
-    return int(await pool.fetchval("SELECT count(*) FROM memory.audit WHERE org = $1", org))
 
 
 async def kill9(name: str) -> None:
@@ -95,27 +94,60 @@ async def org_events(bootstrap: str, org: str) -> list[EventEnvelope]:
         await consumer.stop()
 
 
+async def crash_services() -> None:
+    """kill -9 the command service and the projector, then start them again."""
+    await kill9("command")
+    await kill9("projector")
+    await asyncio.to_thread(stack.start_services, None, ["command", "projector"],
+                            ensure_infra=False)
+
+
+async def crash_postgres(dsn: str) -> None:
+    """kill -9 one of the database's sessions: the postmaster then ends every session and
+    recovers from its WAL, as after a crash. Nothing is restarted by hand; every service
+    must find its way back on its own."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        pid = await conn.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+            "AND datname = current_database() AND pid <> pg_backend_pid() "
+            "ORDER BY backend_start LIMIT 1")
+    finally:
+        await conn.close()
+    assert pid, "no other session to kill"
+    os.kill(pid, signal.SIGKILL)
+    await eventually(lambda: _answers(dsn), deadline=60, what="Postgres back after its crash")
+
+
+async def crash_kafka() -> None:
+    """kill -9 the broker and start it again on the same log folder."""
+    paths = resolve_state()
+    pid = devkafka.find_pid(paths)
+    assert pid, "the broker is not running"
+    os.kill(pid, signal.SIGKILL)
+    # Gone once its ports are closed too: a start meanwhile would take them for another
+    # program's and refuse.
+    await eventually(lambda: _gone(pid), deadline=30, what=f"broker (pid {pid}) gone")
+    await devkafka.start(paths, timeout=180, progress=lambda _: None)
+
+
+@pytest.mark.parametrize("crash", ["services", "postgres", "kafka"])
 async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+        crash: str, services: dict[str, str], stack_settings: dict[str, str]) -> None:
     bootstrap, dsn = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], stack_settings["DATABASE_URL"]
     org = f"crash-{uuid.uuid4().hex[:8]}"
     envelopes = commands(org)
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
-    assert pool is not None
-    try:
-        publishing = asyncio.create_task(send_commands(bootstrap, envelopes))
-        for fraction in (0.15, 0.55):  # two crashes, at different points of the stream
-            await eventually(functools.partial(_at_least, pool, org, int(TOTAL * 0.8 * fraction)),
-                             deadline=180, interval=0.02, what=f"{fraction:.0%} applied")
-            await kill9("command")
-            await kill9("projector")
-            await asyncio.to_thread(stack.start_services, None, ["command", "projector"],
-                                    ensure_infra=False)
+    publishing = asyncio.create_task(send_commands(bootstrap, envelopes))
+    if crash == "services":  # twice, at different points, while commands still arrive
+        for fraction in (0.15, 0.55):
+            await _until_applied(dsn, org, int(TOTAL * 0.8 * fraction))
+            await crash_services()
         await publishing
-        replies = await read_replies(bootstrap, {e.command_id for e in envelopes},
-                                     deadline=300)
-    finally:
-        await pool.close()
+    else:  # the commands are in the log before the broker or the database goes down
+        await publishing
+        await _until_applied(dsn, org, int(TOTAL * 0.8 * 0.3))
+        await (crash_postgres(dsn) if crash == "postgres" else crash_kafka())
+    replies = await read_replies(bootstrap, {e.command_id for e in envelopes}, deadline=300)
 
     answered = {cid: r for cid, r in replies.items() if r}
     assert len(answered) == TOTAL, f"{TOTAL - len(answered)} commands got no answer"
@@ -133,12 +165,7 @@ async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
     for stream, got in seqs.items():
         assert sorted(got) == list(range(1, len(got) + 1)), f"{stream} is not gapless"
 
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
-    try:
-        await eventually(lambda: _at_least(pool, org, len(events)), deadline=120,
-                         what="the projector caught up")
-    finally:
-        await pool.close()
+    await _until_applied(dsn, org, len(events), deadline=120, what="the projector caught up")
     common = CommonSettings()
     async with shadow_database(common.database_url, f"engram_crash_{org[-8:]}") as shadow:
         report = await replay(common.database_url, shadow, bootstrap,
@@ -147,5 +174,37 @@ async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
     assert report.matches, "the read model differs from a fresh replay of the log"
 
 
-async def _at_least(pool: asyncpg.Pool, org: str, n: int) -> bool:
-    return await applied(pool, org) >= n
+async def _until_applied(dsn: str, org: str, n: int, deadline: float = 180,
+                         what: str = "") -> None:
+    await eventually(functools.partial(_applied_at_least, dsn, org, n), deadline=deadline,
+                     interval=0.02, what=what or f"{n} events applied")
+
+
+async def _applied_at_least(dsn: str, org: str, n: int) -> bool:
+    return (await _applied(dsn, org) or 0) >= n
+
+
+async def _applied(dsn: str, org: str) -> int | None:
+    """How many of the org's events are applied; None while the database cannot answer
+    (it is recovering from a crash)."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=5)
+    except (TimeoutError, OSError, asyncpg.PostgresError):
+        return None
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM memory.audit WHERE org = $1", org))
+    except (OSError, asyncpg.PostgresError):
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+async def _answers(dsn: str) -> bool:
+    return await _applied(dsn, "") is not None
+
+
+async def _gone(pid: int) -> bool:
+    if process_alive(pid):
+        return False
+    return not any([await port_open(p) for p in (KAFKA_PORT, KAFKA_CONTROLLER_PORT)])
