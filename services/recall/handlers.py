@@ -40,7 +40,8 @@ from engram.http import BEARER, PROBLEM_RESPONSES, ProblemError, principal_from
 from services.recall.adapters.store import RecallStore
 from services.recall.billing import not_held
 from services.recall.core import bound, excerpt, page_cursor, read_cursor
-from services.recall.packets import generation_text, recall, search
+from services.recall.packets import generation_text, recall
+from services.recall.search import search
 
 # What an agent may still read while its org's memory is off: the policy, its session's
 # switches, the generation, and a packet (empty then).

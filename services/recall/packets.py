@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Literal, Protocol
+from typing import Literal
 
 from contracts.orgs import OrgPolicy
-from contracts.recall import (
-    CURLY,
-    RecalledItem,
-    RecallRequest,
-    RecallResponse,
-    SearchHit,
-    SearchRequest,
-    SearchResponse,
-    phrases_of,
-)
+from contracts.recall import CURLY, RecalledItem, RecallRequest, RecallResponse, phrases_of
 from engram.auth import Principal
-from engram.embeddings.errors import ProviderError
-from engram.logging import get_logger
 from services.recall.adapters.store import RecallStore
 from services.recall.core import (
     Candidate,
     Ranked,
-    bound,
     build_packet,
-    excerpt,
     fed_back,
     feedback_items,
     fuse,
@@ -37,23 +24,7 @@ from services.recall.core import (
 )
 from services.recall.entities import other_names
 from services.recall.settings import RecallSettings
-
-log = get_logger(__name__)
-
-
-class QueryEmbedder(Protocol):
-    """Embeds the query with the model the indexer writes vectors with."""
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def max_distance(self) -> float:
-        """The model's own cut, when MEMORY_SEMANTIC_MAX_DISTANCE is not set."""
-
-    async def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        """Vectors of queries (the model's query form)."""
-
+from services.recall.vectors import QueryEmbedder, nearest
 
 Retrieval = Literal["hybrid", "full_text", "vector"]
 
@@ -81,11 +52,39 @@ async def matches(
     search then ranks its full-text list again with relevance feedback (``feed_back``)."""
     query = query.translate(CURLY)  # a curly quote is a quote (QA: it lost the full text)
     limit = depth(settings, top)
-    feedback = (
+    feedback = _feeds_back(retrieval, settings)
+    lists = await _first_lists(store, embedder, p, query, settings, limit, retrieval, feedback)
+    if feedback and lists.get("full_text"):
+        lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
+    if retrieval in ("hybrid", "full_text") and aliased is not None:
+        # Seed 004's entity aliases: the same words with the other names of the entities
+        # the query names (QA: the other names alone ranked a memory that only named the
+        # entity level with the query's best match).
+        lists["alias"] = await store.full_text(p, aliased, limit, settings.full_text_ranking)
+    return await _exact(store, p, query, lists, limit, retrieval)
+
+
+def _feeds_back(retrieval: Retrieval, settings: RecallSettings) -> bool:
+    """Whether the full-text list is ranked again with relevance feedback."""
+    return (
         retrieval == "hybrid"
         and settings.feedback_items > 0
         and settings.full_text_ranking == "bm25"
     )
+
+
+async def _first_lists(
+    store: RecallStore,
+    embedder: QueryEmbedder | None,
+    p: Principal,
+    query: str,
+    settings: RecallSettings,
+    limit: int,
+    retrieval: Retrieval,
+    feedback: bool,
+) -> dict[str, list[Candidate]]:
+    """The full-text list and the vector list, which runs beside it in a task of its own
+    (``feedback``: both come with their items' words, the full text deeper)."""
     vectors: asyncio.Task[list[Candidate] | None] | None = None
     if retrieval in ("hybrid", "vector") and embedder is not None and query.strip():
         vectors = asyncio.create_task(
@@ -100,26 +99,36 @@ async def matches(
             )
         found = await vectors if vectors is not None else None
     except BaseException:
-        if vectors is not None:  # never leave it running, nor its error unread
-            vectors.cancel()
-            with contextlib.suppress(BaseException):
-                await vectors
+        await _cancel(vectors)  # never leave it running, nor its error unread
         raise
     if found is not None:
         lists["vector"] = found
-    if feedback and lists.get("full_text"):
-        lists["full_text"] = (await feed_back(store, p, query, lists, settings))[:limit]
-    if retrieval in ("hybrid", "full_text") and aliased is not None:
-        # Seed 004's entity aliases: the same words with the other names of the entities
-        # the query names (QA: the other names alone ranked a memory that only named the
-        # entity level with the query's best match).
-        ranking = settings.full_text_ranking
-        lists["alias"] = await store.full_text(p, aliased, limit, ranking)
-    if phrases := phrases_of(query):  # exact matching: only the memories that hold them
-        patterns = [phrase_pattern(phrase) for phrase in phrases]
-        lists = {name: [c for c in got if holds(c, patterns)] for name, got in lists.items()}
-        if retrieval in ("hybrid", "full_text"):
-            lists["exact"] = await store.exact(p, phrases, patterns, limit)
+    return lists
+
+
+async def _cancel(task: asyncio.Task[list[Candidate] | None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def _exact(
+    store: RecallStore,
+    p: Principal,
+    query: str,
+    lists: dict[str, list[Candidate]],
+    limit: int,
+    retrieval: Retrieval,
+) -> dict[str, list[Candidate]]:
+    """Exact matching, for a query with phrases in double quotes: each list keeps only the
+    memories that hold them, and a full-text search adds a list of those."""
+    if not (phrases := phrases_of(query)):
+        return lists
+    patterns = [phrase_pattern(phrase) for phrase in phrases]
+    lists = {name: [c for c in got if holds(c, patterns)] for name, got in lists.items()}
+    if retrieval in ("hybrid", "full_text"):
+        lists["exact"] = await store.exact(p, phrases, patterns, limit)
     return lists
 
 
@@ -153,39 +162,6 @@ async def feed_back(
 def depth(settings: RecallSettings, top: int) -> int:
     """How many of each retriever's best enter the fusion for an answer of ``top``."""
     return max(top, settings.fusion_depth or 0)
-
-
-async def nearest(
-    store: RecallStore,
-    embedder: QueryEmbedder,
-    p: Principal,
-    query: str,
-    settings: RecallSettings,
-    limit: int,
-    *,
-    words: bool = False,
-) -> list[Candidate] | None:
-    """The query's nearest vectors, or None when the query could not be embedded
-    (``words``: with the items' words, for relevance feedback)."""
-    vector = await query_vector(embedder, query)
-    if vector is None:
-        return None
-    async with store.alongside(p):
-        cut = settings.semantic_max_distance or embedder.max_distance
-        return await store.nearest(p, vector, embedder.model, cut, limit, words=words)
-
-
-async def query_vector(embedder: QueryEmbedder, query: str) -> list[float] | None:
-    """The query's embedding, or None when the provider fails (budget used up, endpoint
-    down): recall then answers from full text alone rather than not at all."""
-    try:
-        [vector] = await embedder.embed_queries([query])
-    except ProviderError as exc:
-        log.warning(
-            "query_embedding_failed", model=embedder.model, error=f"{type(exc).__name__}: {exc}"
-        )
-        return None
-    return vector
 
 
 def generation_text(gen: dict[str, int]) -> str:
@@ -242,29 +218,8 @@ async def recall(
             )
         entries, chars, stop = await rank(store, embedder, p, req, org, opening.pinned, settings)
         packet = build_packet(entries, chars, stop_at_first_misfit=stop)
-        items = [
-            RecalledItem(
-                id=e.item.item_id,
-                revision=e.item.revision,
-                scope=e.item.scope,
-                kind=e.item.kind,
-                why=e.why,
-                score=round(e.score, 6),
-            )
-            for e in packet.entries
-        ]
-        context_id = (
-            None
-            if req.preview  # a preview records nothing
-            else await store.save_context(
-                p,
-                req.run_id,
-                req.query,
-                policy,
-                generation,
-                [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items],
-            )
-        )
+        items = _recalled(packet.entries)
+        context_id = await _recorded(store, p, req, policy, generation, items)
         return RecallResponse(
             context_id=context_id,
             generation=generation,
@@ -275,40 +230,31 @@ async def recall(
         )
 
 
-async def search(
+def _recalled(entries: list[Ranked]) -> list[RecalledItem]:
+    return [
+        RecalledItem(
+            id=e.item.item_id,
+            revision=e.item.revision,
+            scope=e.item.scope,
+            kind=e.item.kind,
+            why=e.why,
+            score=round(e.score, 6),
+        )
+        for e in entries
+    ]
+
+
+async def _recorded(
     store: RecallStore,
-    embedder: QueryEmbedder | None,
     p: Principal,
-    req: SearchRequest,
-    settings: RecallSettings,
-) -> SearchResponse:
-    """The search form: ranked like a packet but without pinned-first, each memory whole
-    or as its matching passage, the whole result bounded with an ``omitted`` count."""
-    aliased = await with_aliases(store, p, req.query)
-    async with store.session(p):
-        lists = await matches(
-            store, embedder, p, req.query, settings, req.limit, req.retrieval, aliased
-        )
-    ranked = fuse(lists, [], req.limit)
-    # A memory's passage is the one with most of the query's words, its aliases' too (QA:
-    # an alias's hit showed a passage without it).
-    words = aliased or req.query
-    hits = []
-    for r in ranked:
-        part = excerpt(r.item.content, words)
-        hits.append(
-            SearchHit(
-                id=r.item.item_id,
-                revision=r.item.revision,
-                scope=r.item.scope,
-                kind=r.item.kind,
-                title=r.item.title,
-                memory=part.text,
-                truncated=part.truncated,
-                full_length=part.full_length,
-                score=round(r.score, 6),
-                why=r.why,
-            )
-        )
-    kept = bound([len(h.memory) for h in hits], settings.search_chars)
-    return SearchResponse(memories=hits[:kept], omitted=len(hits) - kept)
+    req: RecallRequest,
+    policy: str,
+    generation: str,
+    items: list[RecalledItem],
+) -> str | None:
+    """The memory context the packet is recorded as; None for a preview, which records
+    nothing."""
+    if req.preview:
+        return None
+    entries = [{"item_id": i.id, "revision": i.revision, "why": i.why} for i in items]
+    return await store.save_context(p, req.run_id, req.query, policy, generation, entries)

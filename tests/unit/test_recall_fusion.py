@@ -15,7 +15,7 @@ from engram.auth import Principal
 from services.recall.app import _check_cut
 from services.recall.core import Candidate, TermStats
 from services.recall.entities import Entity, entity_of
-from services.recall.packets import search
+from services.recall.search import search
 from services.recall.settings import RecallSettings
 
 ANA = Principal(org="acme", member="ana")
