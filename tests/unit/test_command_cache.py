@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Collection
 
-from services.command.adapters.writer import PartitionWriter
+from services.command.adapters.streams import StreamCache
 from services.command.state import Item, StreamState
 
 
@@ -38,27 +38,16 @@ def stream(stream_id: str, items: int) -> StreamState:
     return state
 
 
-def writer(rows: Rows, cached_items: int) -> PartitionWriter:
-    return PartitionWriter(
-        0,
-        "127.0.0.1:9",  # never started: no broker is needed
-        "test",
-        None,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        rows,  # type: ignore[arg-type]
-        partitions=4,
-        reply_partitions=4,
-        checkpoint_every=1,
-        cached_items=cached_items,
-    )
+def cache(rows: Rows, cached_items: int) -> StreamCache:
+    return StreamCache(0, rows, checkpoint_every=1, cached_items=cached_items)  # type: ignore[arg-type]
 
 
 async def test_streams_load_from_their_rows_and_leave_only_after_a_checkpoint() -> None:
     rows = Rows({"o/a": stream("o/a", 2), "o/b": stream("o/b", 2)})
-    w = writer(rows, cached_items=5)
+    w = cache(rows, cached_items=5)
 
-    await w._load({"o/a"})
-    await w._load({"o/b", "o/new"})
+    await w.load({"o/a"})
+    await w.load({"o/b", "o/new"})
     assert rows.loads == [["o/a"], ["o/b", "o/new"]]
     assert w.states["o/a"].seq == 2 and w.states["o/new"].seq == 0
     assert next(iter(w.states)) == "o/a"  # the least recently used first
@@ -71,22 +60,22 @@ async def test_streams_load_from_their_rows_and_leave_only_after_a_checkpoint() 
     # The checkpoint saves the changed stream, then the oldest streams leave until they
     # fit (each counts its items plus one: 3 + 3 + 2 > 5, so o/a goes and 5 remain).
     w.events_since_checkpoint = 1
-    await w._maybe_checkpoint()
+    await w.maybe_checkpoint()
     assert rows.rows["o/new"].seq == 1 and w.dirty == set()
     assert set(w.states) == {"o/b", "o/new"}
 
     # A command for o/a brings it back from its row, as it was.
-    await w._load({"o/a"})
+    await w.load({"o/a"})
     assert rows.loads[-1] == ["o/a"] and len(w.states["o/a"].items) == 2
     assert list(w.states)[-1] == "o/a"  # now the most recently used
 
 
 async def test_the_most_recent_stream_stays_even_past_the_budget() -> None:
     rows = Rows({"o/big": stream("o/big", 10)})
-    w = writer(rows, cached_items=1)
-    await w._load({"o/big"})
+    w = cache(rows, cached_items=1)
+    await w.load({"o/big"})
     w.events_since_checkpoint = 1
-    await w._maybe_checkpoint()
+    await w.maybe_checkpoint()
     assert set(w.states) == {"o/big"}
-    await w._load({"o/big"})
+    await w.load({"o/big"})
     assert rows.loads == [["o/big"]]  # still in memory: not loaded again

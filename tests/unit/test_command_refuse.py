@@ -65,7 +65,7 @@ def writer() -> tuple[PartitionWriter, Producer]:
     w = PartitionWriter(0, "127.0.0.1:9", "test", keys, VERIFIER, None,  # type: ignore[arg-type]
                         partitions=1, reply_partitions=1)
     producer = Producer()
-    w._producer = producer  # type: ignore[assignment]
+    w._producer = w._out.producer = producer  # type: ignore[assignment]
     return w, producer
 
 
@@ -146,7 +146,7 @@ async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alon
     async def broken(stream_ids: object) -> None:
         raise fault
 
-    w._load = broken  # type: ignore[method-assign]
+    w.streams.load = broken  # type: ignore[method-assign]
     answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     with pytest.raises(type(fault)):
         await w.process([Submitted(CommandEnvelope.model_validate(ENVELOPE), answer)])
@@ -200,17 +200,17 @@ async def test_a_checkpoint_that_fails_after_the_commit_does_not_fail_the_batch(
     async def nothing(*args: object) -> dict[str, bytes]:
         return {}
 
-    w._restorer = Restorer()  # type: ignore[assignment]
-    w._load = nothing  # type: ignore[assignment,method-assign]
+    w.streams._restorer = Restorer()  # type: ignore[assignment]
+    w.streams.load = nothing  # type: ignore[assignment,method-assign]
     w._prepare_keys = nothing  # type: ignore[assignment,method-assign]
-    w.events_since_checkpoint = w._checkpoint_every  # due now
+    w.streams.events_since_checkpoint = w.streams.checkpoint_every  # due now
     marker = ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=5, timestamp=0,
                             timestamp_type=1, key=None, value=None, checksum=None,
                             serialized_key_size=0, serialized_value_size=0,
                             headers=[(topics.ROLL_MARKER_HEADER, b"1")])
     await w.process([marker])
     assert producer.committed == 1 and [list(o.values()) for o in producer.offsets] == [[6]]
-    assert w.events_since_checkpoint == w._checkpoint_every  # saved by a later batch
+    assert w.streams.events_since_checkpoint == w.streams.checkpoint_every  # saved later
 
 
 def test_an_agents_repeat_is_refused_while_its_orgs_memory_is_off() -> None:
