@@ -3,100 +3,49 @@
 The wire name of each command is its ``type`` string (the class name), listed in
 ``COMMANDS``. A command never names another member's or agent's scope: it can
 only choose among the scopes its bearer token already grants.
+
+The bounds, field types and bases are ``command_base``'s, the proposals
+``proposal_commands``'s; every name is importable from here.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    field_validator,
-    model_validator,
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+
+from contracts.command_base import (
+    LASTING_KINDS,
+    MAX_CONTENT,
+    MAX_SOURCE,
+    MAX_TITLE,
+    Command,
+    ItemCommand,
+    Kind,
+    OwnLinkKind,
+    RelatedIds,
+    RunId,
+    ScopeChoice,
+    Tags,
 )
-
-from contracts.text import refuse_nul
+from contracts.command_base import MAX_CANDIDATES_PER_RUN as MAX_CANDIDATES_PER_RUN
+from contracts.command_base import MAX_COPIES as MAX_COPIES
+from contracts.command_base import MAX_LINK_KINDS as MAX_LINK_KINDS
+from contracts.command_base import MAX_LINKS as MAX_LINKS
+from contracts.command_base import PROPOSAL_DAYS as PROPOSAL_DAYS
+from contracts.command_base import RESERVED_LINK_KINDS as RESERVED_LINK_KINDS
+from contracts.command_base import LinkKind as LinkKind
+from contracts.command_base import short_tags as short_tags
+from contracts.proposal_commands import (
+    MergeProposal,
+    ProposeChange,
+    RejectProposal,
+    WithdrawProposal,
+)
+from contracts.proposal_commands import ProposableChange as ProposableChange
+from contracts.proposal_commands import ProposalCommand as ProposalCommand
 from contracts.times import in_utc
-
-MAX_CONTENT = 4000
-MAX_TITLE = 200
-MAX_SOURCE = 2048  # a source names a run, a message or a URL
-# Links (seed 004): a memory holds at most this many outgoing links, and at most this
-# many kinds toward any one other memory; past a bound the command is refused with
-# ``link_capacity_exceeded``.
-MAX_LINKS = 1000
-MAX_LINK_KINDS = 16
-# Written by archiving (``superseded_by``), never by a link command.
-RESERVED_LINK_KINDS = frozenset({"supersedes"})
-# A pending proposal expires this long after it was made (seed 004).
-PROPOSAL_DAYS = 30
-# A promotion or a fork copies at most this many memories in one command.
-MAX_COPIES = 1000
-# A run (seed 001's task) proposes at most this many candidates in one scope, unless the
-# org's policy (``max_candidates_per_run``) says otherwise.
-MAX_CANDIDATES_PER_RUN = 3
-
-Kind = Literal["fact", "preference", "decision", "procedure", "lesson", "note", "hypothesis"]
-# What a promotion copies from a session into its agent's memory: lasting experience
-# (seed 002).
-LASTING_KINDS: tuple[Kind, ...] = ("procedure", "preference", "decision")
-ScopeChoice = Literal["private", "shared", "agent", "session", "project"]
-
-
-RelatedIds = Annotated[
-    tuple[Annotated[str, Field(min_length=1, max_length=64)], ...], Field(max_length=32)
-]
-LinkKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
-
-
-def _not_reserved(kind: str) -> str:
-    if kind in RESERVED_LINK_KINDS:
-        raise ValueError(
-            f"the kind {kind!r} is reserved: archiving writes it, unarchiving removes it"
-        )
-    return kind
-
-
-# A kind a link or an unlink command may name (not one archiving keeps for itself).
-OwnLinkKind = Annotated[LinkKind, AfterValidator(_not_reserved)]
-RunId = Annotated[str, Field(min_length=1, max_length=200)]
-
-
-def short_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
-    if any(not t or len(t) > 64 for t in tags):
-        raise ValueError("each tag must have 1 to 64 characters")
-    return tags
-
-
-# A memory's tags: at most 32, each of 1 to 64 characters.
-Tags = Annotated[tuple[str, ...], Field(max_length=32), AfterValidator(short_tags)]
-
-
-class Command(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
-
-    # The scope the command acts in, resolved against the token (never an id).
-    scope: ScopeChoice = "private"
-    # The scope's version (its stream's last seq) the caller last saw: when it moved on
-    # since, the command is refused with 409 naming the current one (seed 002's
-    # ``expected``). None: no check.
-    expected_version: StrictInt | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _no_nul(self) -> Command:
-        refuse_nul(self.__dict__)  # Postgres's text cannot hold one (contracts.text)
-        return self
-
-
-class ItemCommand(Command):
-    item_id: str = Field(min_length=1, max_length=64)
 
 
 class RememberMemory(Command):
@@ -284,61 +233,6 @@ class UnlinkMemory(ItemCommand):
 
     target_id: str = Field(min_length=1, max_length=64)
     kind: OwnLinkKind = "related"
-
-
-# What a proposal on a teammate's memory may change (seed 004: its text, its status, and
-# what an update may change alone, the pin).
-ProposableChange = Literal[
-    "correct", "archive", "unarchive", "pin", "unpin", "disable", "enable", "relabel"
-]
-
-
-class ProposeChange(ItemCommand):
-    """Propose a change to a teammate's shared memory (seed 004): its author or an org
-    admin merges or rejects it. Written against the memory's current revision: if the
-    memory changes first, merging records it as outdated and applies nothing."""
-
-    scope: ScopeChoice = "shared"
-    change: ProposableChange
-    base_revision: StrictInt = Field(ge=1)
-    reason: str = Field(min_length=1, max_length=500)
-    content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT)
-    title: str | None = Field(default=None, max_length=MAX_TITLE)
-    superseded_by: str | None = Field(default=None, max_length=64)
-    # A 'relabel' proposal's new kind or tags (seed 004's category and tags), as
-    # RelabelMemory's: ``tags`` replaces the memory's.
-    kind: Kind | None = None
-    tags: Tags | None = None
-
-    @model_validator(mode="after")
-    def _fits_the_change(self) -> ProposeChange:
-        if (self.change == "correct") != (self.content is not None):
-            raise ValueError("content is what a 'correct' proposal needs, and only it")
-        if self.superseded_by is not None and self.change != "archive":
-            raise ValueError("superseded_by belongs to an 'archive' proposal")
-        relabels = self.kind is not None or self.tags is not None
-        if (self.change == "relabel") != relabels:
-            raise ValueError("kind or tags are what a 'relabel' proposal needs, and only it")
-        return self
-
-
-class ProposalCommand(Command):
-    scope: ScopeChoice = "shared"
-    proposal_id: str = Field(min_length=1, max_length=64)
-
-
-class MergeProposal(ProposalCommand):
-    """Apply a proposal (the memory's author or an org admin; never an agent)."""
-
-
-class RejectProposal(ProposalCommand):
-    """Turn a proposal down (the memory's author or an org admin)."""
-
-    reason: str | None = Field(default=None, max_length=500)
-
-
-class WithdrawProposal(ProposalCommand):
-    """Take back a proposal you made."""
 
 
 class PromoteSession(Command):
