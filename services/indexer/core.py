@@ -26,6 +26,7 @@ from contracts.events import (
     MemoryStatusChanged,
     Sealed,
 )
+from engram.passages import passages
 
 T = TypeVar("T")
 Verdict = Literal["write", "forgotten", "stale", "inactive", "unknown"]
@@ -150,6 +151,13 @@ def verdict(revision: int, views: Iterable[Seen | None]) -> Verdict:
 def embedding_text(title: str | None, content: str) -> str:
     """The text a vector stands for: the title (when there is one), then the content."""
     return f"{title}\n{content}" if title else content
+
+
+def embedding_texts(title: str | None, content: str) -> list[str]:
+    """The texts an item's vectors stand for, one a passage (``engram.passages``): the
+    model reads only its first 256 tokens of a text, so a long memory's later passages
+    would otherwise never be found by their meaning. Each carries the title."""
+    return [embedding_text(title, part) for part in passages(content)]
 
 
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

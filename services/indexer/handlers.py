@@ -22,8 +22,14 @@ from engram.keystore import KeyStore
 from engram.logging import get_logger
 from engram.tracking import DeadLetter
 from services.indexer import metrics
-from services.indexer.adapters.store import VectorRow, VectorStore, apply_plans, write_vectors
-from services.indexer.core import Plan, Tracked, chunks, embedding_text, fold, org_scope, plan
+from services.indexer.adapters.store import (
+    VectorRow,
+    VectorStore,
+    apply_plans,
+    vector_rows,
+    write_vectors,
+)
+from services.indexer.core import Plan, Tracked, chunks, embedding_texts, fold, org_scope, plan
 
 log = get_logger(__name__)
 
@@ -127,28 +133,33 @@ class EventIndexer:
                     await dead_letter(records[state.item_id], f"embedding failed: {exc}")
         return rows
 
-    async def _embed_part(self, part: list[tuple[Tracked, str]]) -> list[VectorRow]:
+    async def _embed_part(self, part: list[tuple[Tracked, list[str]]]) -> list[VectorRow]:
+        """One provider call for the part's items, each of their passages a text."""
         assert self._provider is not None
-        vectors = await self._provider.embed([text for _, text in part])
-        metrics.EMBEDDED.labels(self._provider.model, "events").inc(len(part))
+        model = self._provider.model
+        vectors = await self._provider.embed([text for _, texts in part for text in texts])
+        metrics.EMBEDDED.labels(model, "events").inc(len(vectors))
+        flat = iter(vectors)
         return [
-            VectorRow(s.item_id, s.revision, self._provider.model, v, s.org, s.scope)
-            for (s, _), v in zip(part, vectors, strict=True)
+            row
+            for s, texts in part
+            for row in vector_rows(s.item_id, s.revision, model, s.org, s.scope, flat, len(texts))
         ]
 
     async def _open(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
-    ) -> dict[str, str]:
-        """Plaintext per item; a missing key means forgotten, and the item is skipped."""
+    ) -> dict[str, list[str]]:
+        """Plaintext per item, a text a passage; a missing key means forgotten, and the
+        item is skipped."""
         keys = await self._keys.get_many({s.key_id for st in states for s in _sealed(st)})
-        texts: dict[str, str] = {}
+        texts: dict[str, list[str]] = {}
         for state in states:
             if not all(s.key_id in keys for s in _sealed(state)):
                 continue
             try:
                 title = open_sealed(state.title, keys[state.title.key_id]) if state.title else None
                 assert state.content is not None  # plan() embeds only items with text
-                texts[state.item_id] = embedding_text(
+                texts[state.item_id] = embedding_texts(
                     title, open_sealed(state.content, keys[state.content.key_id])
                 )
             except ValueError as exc:

@@ -33,8 +33,9 @@ from services.indexer.adapters.store import (
     VectorRow,
     VectorStore,
     create_vector_pool,
+    vector_rows,
 )
-from services.indexer.core import embedding_text
+from services.indexer.core import embedding_texts
 from services.indexer.settings import IndexerSettings
 
 log = get_logger(__name__)
@@ -122,11 +123,15 @@ async def _run(
 
 
 async def _embed(provider: EmbeddingProvider, items: list[ItemText]) -> list[VectorRow]:
-    vectors = await provider.embed([embedding_text(i.title, i.content) for i in items])
-    metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(items))
+    """One provider call for the items, each of their passages a text."""
+    texts = [embedding_texts(i.title, i.content) for i in items]
+    vectors = await provider.embed([text for item in texts for text in item])
+    metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(vectors))
+    flat, model = iter(vectors), provider.model
     return [
-        VectorRow(i.item_id, i.revision, provider.model, v, i.org, i.scope)
-        for i, v in zip(items, vectors, strict=True)
+        row
+        for i, its in zip(items, texts, strict=True)
+        for row in vector_rows(i.item_id, i.revision, model, i.org, i.scope, flat, len(its))
     ]
 
 

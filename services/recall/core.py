@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from contracts.recall import RequestText
 from contracts.times import in_utc
+from engram.passages import PASSAGE_CHARS, passages
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 RRF_K = 60
@@ -37,6 +38,8 @@ class Candidate:
     # their term frequencies as the term index counts them (for relevance feedback).
     score: float = field(default=0.0, compare=False)
     terms: Mapping[str, int] | None = field(default=None, compare=False, hash=False)
+    # The vector list's: which of the memory's passages its vector was found by.
+    passage: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -228,9 +231,8 @@ def build_packet(
 # --- the search form (seed 004): whole memories up to 1,200 characters, else the
 # passage that matched; a bounded result with an ``omitted`` count.
 
-EXCERPT_CHARS = 1200
+EXCERPT_CHARS = PASSAGE_CHARS  # the indexer's passages: one vector each
 EXCERPT_WORDS = 64  # query words a passage is matched against
-SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
 
 
 @dataclass(frozen=True)
@@ -240,44 +242,27 @@ class Excerpt:
     full_length: int
 
 
-def passages(content: str, size: int = EXCERPT_CHARS) -> list[str]:
-    """Consecutive passages of at most ``size`` characters, cut between sentences
-    where possible (a single longer sentence is cut hard)."""
-    out: list[str] = []
-    current = ""
-    for sentence in SENTENCE.split(content):
-        while len(sentence) > size:
-            if current:
-                out.append(current)
-                current = ""
-            out.append(sentence[:size])
-            sentence = sentence[size:]
-        candidate = f"{current} {sentence}" if current else sentence
-        if len(candidate) > size:
-            out.append(current)
-            current = sentence
-        else:
-            current = candidate
-    if current:
-        out.append(current)
-    return out
-
-
-def excerpt(content: str, query: str, size: int = EXCERPT_CHARS) -> Excerpt:
-    """The whole memory when it fits; otherwise the passage with most query words
-    (the head when nothing matches, as a list without a query does)."""
+def excerpt(
+    content: str, query: str, size: int = EXCERPT_CHARS, passage: int | None = None
+) -> Excerpt:
+    """The whole memory when it fits; otherwise the passage the vector list ranked it by
+    (``passage``, the chunk the ranking scored), or, when it came by its words alone, the
+    passage with most query words (the head when nothing matches, as a list without a
+    query does)."""
     if len(content) <= size:
         return Excerpt(content, False, len(content))
+    chunks = passages(content, size)
+    if passage is not None and passage < len(chunks):
+        return Excerpt(chunks[passage], True, len(content))
     # At most EXCERPT_WORDS of the query's words (a query may be 20,000 characters, and
     # every hit of a search is excerpted): each passage word is matched by one C call.
     words = tuple(dict.fromkeys(w for w in WORD.findall(query.lower()) if len(w) > 2))
     # As full text stems them: "databases" finds the passage about the "database".
     words = tuple(dict.fromkeys(s for w in words[:EXCERPT_WORDS] for s in (w, _stem(w))))
 
-    def hits(passage: str) -> int:
-        return sum(1 for w in WORD.findall(passage.lower()) if w.startswith(words))
+    def hits(chunk: str) -> int:
+        return sum(1 for w in WORD.findall(chunk.lower()) if w.startswith(words))
 
-    chunks = passages(content, size)
     best = max(chunks, key=hits) if words else chunks[0]
     return Excerpt(best, True, len(content))
 

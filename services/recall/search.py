@@ -27,12 +27,14 @@ async def search(
             store, embedder, p, req.query, settings, req.limit, req.retrieval, aliased
         )
     ranked = fuse(lists, [], req.limit)
-    # A memory's passage is the one with most of the query's words, its aliases' too (QA:
-    # an alias's hit showed a passage without it).
+    # A memory's passage is the one its vector was found by (the chunk the ranking
+    # scored); one found by its words alone, the one with most of the query's words, its
+    # aliases' too (QA: an alias's hit showed a passage without it).
+    found_by = {c.item_id: c.passage for c in lists.get("vector", [])}
     words = aliased or req.query
     hits = []
     for r in ranked:
-        part = excerpt(r.item.content, words)
+        part = excerpt(r.item.content, words, passage=found_by.get(r.item.item_id))
         hits.append(
             SearchHit(
                 id=r.item.item_id,

@@ -38,6 +38,7 @@ from engram.crypto import MasterKey, load_master_key, seal
 from engram.embeddings.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
 from engram.embeddings.settings import EmbeddingSettings
 from engram.keystore import KeyStore, shred
+from engram.passages import passages
 from engram.settings import CommonSettings
 from engram.tracking import PreparingFollower
 from services.indexer.adapters.store import VectorStore, create_vector_pool
@@ -109,7 +110,7 @@ class Stream:
                 kind="fact",
                 status=status,
                 content=await self.sealed(item_id, text),
-                content_hash=f"h-{text}",
+                content_hash=f"h-{text[:100]}",
                 content_length=len(text),
             )
         )
@@ -269,6 +270,47 @@ async def test_vectors_follow_each_items_lifecycle_and_forgetting_wins(
     ) == ("forgotten", None, None)
     assert await vector_of(pool, draft)() is None  # a candidate is never embedded
     await until(lambda: _offset_at(pool, stream.topic, last + 1), "the offset to be stored")
+
+
+LONG = " ".join(f"Sentence {n} is about the quarterly plan for team {n}." for n in range(60))
+
+
+async def test_a_long_memory_has_a_vector_a_passage_and_loses_them_with_its_text(
+    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+) -> None:
+    """The model reads 256 tokens of a text: each passage of a long memory gets its own
+    vector (engram.passages), of the current text only."""
+    item = f"{stream.org}-long"
+    parts = passages(LONG)
+    assert len(parts) >= 3
+    await run_indexer(local)
+    await stream.remember(item, LONG)
+    rows = await until(_passages(pool, item, len(parts)), "a vector a passage")
+    expected = await local.embed(parts)
+    for row, vector in zip(rows, expected, strict=True):
+        assert row["revision"] == 1
+        assert row["embedding"].to_list() == pytest.approx(vector, abs=1e-6)
+
+    await stream.revise(item, 2, "Now a short text.")  # one passage: the others go
+    [short] = await until(_passages(pool, item, 1, revision=2), "the short text's one vector")
+    assert short["passage"] == 0
+    await stream.publish(MemoryForgotten(item_id=item, revisions=2))
+    await until(_gone(pool, item), "forget to delete every passage's vector")
+
+
+def _passages(
+    pool: asyncpg.Pool, item_id: str, count: int, revision: int = 1
+) -> Callable[[], Awaitable[list[asyncpg.Record] | None]]:
+    async def fetch() -> list[asyncpg.Record] | None:
+        rows = await pool.fetch(
+            "SELECT passage, revision, embedding FROM indexer.vectors WHERE item_id = $1 "
+            "ORDER BY passage",
+            item_id,
+        )
+        done = [r["passage"] for r in rows] == list(range(count))
+        return rows if done and all(r["revision"] == revision for r in rows) else None
+
+    return fetch
 
 
 async def test_an_item_whose_key_is_shredded_is_skipped_not_dead_lettered(

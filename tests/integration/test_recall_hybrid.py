@@ -18,16 +18,19 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from contracts.recall import SearchRequest
 from engram.auth import Principal
 from engram.db import create_pool, with_user
 from engram.embeddings.providers import LOCAL_MODEL, LocalProvider, model_id
 from engram.embeddings.settings import EmbeddingSettings
-from services.indexer.adapters.store import VectorRow, VectorStore, create_vector_pool
-from services.indexer.core import embedding_text
+from engram.passages import passages
+from services.indexer.adapters.store import VectorRow, VectorStore, create_vector_pool, vector_rows
+from services.indexer.core import embedding_text, embedding_texts
 from services.recall.adapters.embedder import CachedEmbedder, open_embedder
 from services.recall.adapters.store import RecallStore
 from services.recall.core import fuse
 from services.recall.packets import Retrieval, matches
+from services.recall.search import search
 from services.recall.settings import RecallSettings
 
 pytestmark = pytest.mark.integration
@@ -157,3 +160,47 @@ async def test_hybrid_finds_what_either_retriever_alone_misses(
         assert embedder is not None
         after = await found_by(RecallStore(recall_pool), embedder, ana, "vector")
     assert "revenue" not in after["Is our income increasing quickly?"], after
+
+
+async def test_a_long_memory_is_found_by_a_later_passage_and_shown_as_it(
+    stack_settings: dict[str, str], org: str, recall_pool: asyncpg.Pool
+) -> None:
+    """The model reads 256 tokens of a text: a long memory's third passage is found by its
+    meaning through a vector of its own, and the search shows that passage (seed 004: the
+    chunk the ranking scored)."""
+    filler = ("Shipping volumes rose in the northern warehouse region " * 50)[:2399] + "."
+    text = f"{filler} The cat sleeps on the sofa."
+    assert passages(text)[2] == "The cat sleeps on the sofa."
+    dsn, item = stack_settings["DATABASE_URL"], f"{org}-long"
+    owner = await asyncpg.connect(dsn)
+    try:
+        await owner.execute(
+            "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+            "content_length, revision, created_by, created_at, updated_at) "
+            "VALUES ($1, $2, 'shared', $3, 'fact', 'active', $4, $5, 1, $6, now(), now())",
+            item, org, f"{org}/shared", text, len(text), json.dumps({"org": org}),
+        )  # fmt: skip
+    finally:
+        await owner.close()
+    model, pool = LocalProvider(), await create_vector_pool(dsn)
+    try:
+        store = VectorStore(pool)
+        await store.ensure_model(model.model, model.dimensions)
+        texts = embedding_texts(None, text)
+        vectors = iter(await model.embed(texts))
+        rows = vector_rows(item, 1, model.model, org, "shared", vectors, len(texts))
+        assert (await store.write_vectors(rows)).written == 1
+    finally:
+        await pool.close()
+
+    local = EmbeddingSettings(MEMORY_EMBEDDING_PROVIDER="local")
+    async with open_embedder(local, RecallSettings(), recall_pool) as embedder:
+        assert embedder is not None
+        request = SearchRequest(query="A kitten naps on the couch.", retrieval="vector")
+        found = await search(
+            RecallStore(recall_pool), embedder, Principal(org=org, member="ana"), request,
+            RecallSettings(),
+        )  # fmt: skip
+    [hit] = found.memories
+    assert (hit.id, hit.memory, hit.truncated) == (item, "The cat sleeps on the sofa.", True)
+    assert hit.full_length == len(text)

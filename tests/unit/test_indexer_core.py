@@ -29,6 +29,7 @@ from services.indexer.core import (
     Seen,
     Tracked,
     embedding_text,
+    embedding_texts,
     fold,
     plan,
     verdict,
@@ -263,3 +264,10 @@ def test_vectors_always_hold_the_current_text_of_active_items_only(
             assert store[item_id] == Vector(state.revision, unseal(state.content))
         else:
             assert item_id not in store
+
+
+def test_a_long_memory_is_embedded_a_passage_at_a_time_each_with_its_title() -> None:
+    long = "A sentence of the long memory. " * 100
+    texts = embedding_texts("Runbook", long)
+    assert len(texts) == 3 and all(t.startswith("Runbook\n") for t in texts)
+    assert embedding_texts(None, "Short.") == [embedding_text(None, "Short.")]  # as before

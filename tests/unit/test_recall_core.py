@@ -92,6 +92,22 @@ def test_long_memories_come_back_as_the_passage_that_matched() -> None:
     assert excerpt(text, "").text == passages(text)[0]  # no query: from the start
 
 
+def test_a_memory_found_by_a_passages_vector_comes_back_as_that_passage() -> None:
+    """Seed 004: the chunk the ranking scored, even when another has more query words."""
+    filler = "Nothing to see in this sentence at all. " * 40
+    text = filler + "Escalation: page the on-call rotation first. " + filler
+    parts = passages(text)
+    assert excerpt(text, "page escalation", passage=2).text == parts[2]
+    assert excerpt(text, "page escalation", passage=0).text == parts[0]
+    # A passage the text no longer has (never written so; defensive): by the words.
+    assert "on-call" in excerpt(text, "page escalation", passage=99).text
+
+
+def test_a_text_that_fits_is_one_passage_as_it_is() -> None:
+    text = "Line one.\n\nLine two.   Three."
+    assert passages(text) == [text]  # its vector and its excerpt: the whole text, unchanged
+
+
 def test_passages_cover_the_text_in_order_within_the_size() -> None:
     text = "One. " * 500 + "x" * 3000
     parts = passages(text)

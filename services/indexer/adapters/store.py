@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,22 @@ class VectorRow:
     embedding: list[float]
     org: str
     scope: str
+    passage: int = 0  # which of the item's passages (engram.passages) it stands for
+
+
+def vector_rows(
+    item_id: str,
+    revision: int,
+    model: str,
+    org: str,
+    scope: str,
+    vectors: Iterator[list[float]],
+    passages: int,
+) -> list[VectorRow]:
+    """An item's vectors, the next ``passages`` of a batch's, in its passages' order."""
+    return [
+        VectorRow(item_id, revision, model, next(vectors), org, scope, n) for n in range(passages)
+    ]
 
 
 @dataclass(frozen=True)
@@ -68,25 +84,22 @@ async def lock_items(conn: asyncpg.Connection, item_ids: Iterable[str]) -> None:
 
 
 async def write_vectors(conn: asyncpg.Connection, rows: list[VectorRow]) -> WriteResult:
-    """Recheck and insert, in the caller's transaction: only active items at that revision."""
+    """Recheck and insert, in the caller's transaction: only active items at that revision.
+    ``written`` and ``dropped`` count items (an item's passages share their verdict)."""
     result = WriteResult()
     if not rows:
         return result
-    ids = [r.item_id for r in rows]
+    ids = sorted({r.item_id for r in rows})
     await lock_items(conn, ids)
-    views = {v["item_id"]: v for v in await conn.fetch(Q["views"], sorted(set(ids)))}
-    allowed = []
-    for row in rows:
-        decision = verdict(row.revision, _views(views[row.item_id]))
-        if decision == "write":
-            allowed.append(row)
-        else:
-            result.dropped[decision] += 1
+    views = {v["item_id"]: v for v in await conn.fetch(Q["views"], ids)}
+    decisions = {r.item_id: verdict(r.revision, _views(views[r.item_id])) for r in rows}
+    allowed = [r for r in rows if decisions[r.item_id] == "write"]
     await conn.executemany(
         Q["upsert_vector"],
-        [(r.item_id, r.model, r.revision, r.org, r.scope, r.embedding) for r in allowed],
+        [(r.item_id, r.model, r.revision, r.org, r.scope, r.embedding, r.passage) for r in allowed],
     )
-    result.written = len(allowed)
+    result.written = sum(1 for d in decisions.values() if d == "write")
+    result.dropped.update(d for d in decisions.values() if d != "write")
     return result
 
 

@@ -1,7 +1,8 @@
 -- name: nearest
 -- ($1 org, $2 scopes text[], $3 model, $4 query vector, $5 max cosine distance, $6 limit)
--- -> (item_id, distance), nearest first: active items at their current revision only.
-SELECT item_id, distance FROM indexer.nearest($1, $2, $3, $4, $5, $6)
+-- -> (item_id, distance, passage), nearest first: active items at their current revision
+-- only, each once, by its nearest passage.
+SELECT item_id, distance, passage FROM indexer.nearest($1, $2, $3, $4, $5, $6)
 
 -- name: lock_items
 -- Serialises every writer of an item's vectors (the event path, re-embedding):
@@ -36,7 +37,10 @@ LEFT JOIN indexer.items t ON t.item_id = ids.id
 LEFT JOIN memory.items i ON i.item_id = ids.id
 
 -- name: vector_revisions
-SELECT item_id, revision FROM indexer.vectors WHERE item_id = ANY ($1) AND model = $2
+-- An item's passages are written together; the oldest stands for them all.
+SELECT item_id, min(revision) AS revision FROM indexer.vectors
+WHERE item_id = ANY ($1) AND model = $2
+GROUP BY item_id
 
 -- name: void_vectors
 -- Older text (revision before keep_from), or everything when keep_from is NULL.
@@ -51,9 +55,10 @@ FROM unnest($1::text[], $2::int[], $3::int[]) AS p (item_id, text_revision, revi
 WHERE v.item_id = p.item_id AND v.revision >= p.text_revision AND v.revision < p.revision
 
 -- name: upsert_vector
-INSERT INTO indexer.vectors AS v (item_id, model, revision, org, scope, embedding)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (item_id, model) DO UPDATE
+-- The passages of older text are voided first (void_vectors, same transaction).
+INSERT INTO indexer.vectors AS v (item_id, model, revision, org, scope, embedding, passage)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (item_id, model, passage) DO UPDATE
 SET revision = EXCLUDED.revision, embedding = EXCLUDED.embedding, created_at = now()
 WHERE EXCLUDED.revision >= v.revision
 

@@ -42,6 +42,7 @@ def _candidate(row: asyncpg.Record | dict[str, Any]) -> Candidate:
         terms=dict(zip(row["lexemes"], row["tfs"], strict=True))
         if row.get("lexemes") is not None
         else None,
+        passage=row.get("passage"),
     )
 
 

@@ -101,9 +101,10 @@ LIMIT $3
 -- name: nearest
 -- Nearest vectors of the configured model (current revision, active items, under the
 -- max distance) with the items' text, for the transaction's principal.
--- With $5, each item comes with its words, as in bm25.
+-- With $5, each item comes with its words, as in bm25; each with the passage its vector
+-- was found by.
 SELECT n.item_id, n.revision, n.scope, n.kind, n.title, n.content, n.pinned, n.updated_at,
-       t.lexemes, t.tfs
+       n.passage, t.lexemes, t.tfs
 FROM recall.nearest($1, $2, $3, $4) WITH ORDINALITY AS n
 LEFT JOIN LATERAL (SELECT * FROM recall.item_terms(n.item_id) WHERE $5) AS t ON true
 ORDER BY n.ordinality
