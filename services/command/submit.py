@@ -11,15 +11,16 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.datastructures import State
 
 from contracts import commands as c
 from contracts.envelope import COMMAND_ID_LENGTH, CommandEnvelope, CommandReply
-from engram.auth import ScopeError
+from engram.auth import Principal, ScopeError
 from engram.crypto import has_sensitive, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
 from engram.keystore import KeyStore
 from services.command.adapters.ingests import ingest_key_used, key_hash, key_reused
-from services.command.adapters.replies import ReplyTimeout
+from services.command.adapters.replies import ReplyTimeout, Seal
 from services.command.answers import json_errors
 from services.command.core import new_item_id
 from services.command.settle import send_move
@@ -98,90 +99,124 @@ async def send(
     the ingest route's, for each message it sends)."""
     app = request.app.state
     principal = principal_from(request, app.verifier)
-    model = c.COMMANDS.get(type_)
-    if model is None:
-        raise ProblemError(
-            422,
-            "Invalid command",
-            f"unknown command type {type_!r}",
-            "invalid",
-            known=sorted(c.COMMANDS),
-        )
-    if model is c.ForgetMoved:
-        raise ProblemError(
-            422,
-            "Invalid command",
-            "ForgetMoved is the command service's own (a move's forget): move with MoveMemory",
-            "invalid",
-        )
-    if payload.get("extracted") is not None:
-        raise ProblemError(
-            422,
-            "Invalid command",
-            "extracted: only the extractor says a memory is its candidate (on engram.commands)",
-            "invalid",
-        )
-    if payload.get("ingest_digest") is not None:
-        raise ProblemError(
-            422, "Invalid command", "ingest_digest: only the ingest route sets it", "invalid"
-        )
+    model = _model(type_)
+    _refuse_reserved(payload)
     if ingest_digest is not None:
         payload = {**payload, "ingest_digest": ingest_digest}
+    command, stream = _validated(model, payload, principal, names)
+    command_id = await _command_id(request, stream, command_id, id_per_stream, ingest_digest)
+    once = id_per_stream is not None  # the id names the act (a scope's import)
+    envelope = _envelope(request, type_, command, stream, command_id, once)
+    return await _delivered(app, principal, envelope, command), command
+
+
+def _invalid(detail: str, **extra: Any) -> ProblemError:
+    return ProblemError(422, "Invalid command", detail, "invalid", **extra)
+
+
+def _model(type_: str) -> type[c.Command]:
+    """The command's contract model, by its wire name, if HTTP may send it."""
+    model = c.COMMANDS.get(type_)
+    if model is None:
+        raise _invalid(f"unknown command type {type_!r}", known=sorted(c.COMMANDS))
+    if model is c.ForgetMoved:
+        raise _invalid(
+            "ForgetMoved is the command service's own (a move's forget): move with MoveMemory"
+        )
+    return model
+
+
+def _refuse_reserved(payload: dict[str, Any]) -> None:
+    if payload.get("extracted") is not None:
+        raise _invalid(
+            "extracted: only the extractor says a memory is its candidate (on engram.commands)"
+        )
+    if payload.get("ingest_digest") is not None:
+        raise _invalid("ingest_digest: only the ingest route sets it")
+
+
+def _validated(
+    model: type[c.Command],
+    payload: dict[str, Any],
+    principal: Principal,
+    names: Mapping[str, str] | None,
+) -> tuple[c.Command, str]:
+    """The command and its stream."""
     try:  # validate here too: a bad request never reaches the log
         command = model.model_validate(payload)
         stream = principal.stream(command.scope)
     except ValidationError as exc:
-        errors = [
-            {**e, "loc": [(names or {}).get(e["loc"][0], e["loc"][0]), *e["loc"][1:]]}
-            if e["loc"]
-            else e
-            for e in json_errors(exc)
-        ]
-        first = errors[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ProblemError(
-            422,
-            "Invalid command",
-            f"the command is invalid: {where + ': ' if where else ''}{first['msg']}",
-            "invalid",
-            errors=errors,
-        ) from exc
+        raise _invalid_fields(exc, names) from exc
     except ScopeError as exc:
         raise ProblemError(403, "Forbidden", str(exc), "forbidden") from exc
+    return command, stream
+
+
+def _invalid_fields(exc: ValidationError, names: Mapping[str, str] | None) -> ProblemError:
+    errors = [_renamed(e, names or {}) for e in json_errors(exc)]
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return _invalid(
+        f"the command is invalid: {where + ': ' if where else ''}{first['msg']}", errors=errors
+    )
+
+
+def _renamed(error: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """The error, its field named as the route names it."""
+    if not error["loc"]:
+        return error
+    field, *rest = error["loc"]
+    return {**error, "loc": [names.get(field, field), *rest]}
+
+
+async def _command_id(
+    request: Request,
+    stream: str,
+    command_id: str | None,
+    id_per_stream: Callable[[str], str] | None,
+    ingest_digest: str | None,
+) -> str:
     if id_per_stream is not None:
         command_id = id_per_stream(stream)
     elif ingest_digest is None:
         command_id = command_id or idempotency_key(request)
         # An ingest's key is its whole request's, whatever became of its first message:
         # no other command takes it, by the header or by /v1/commands' body (QA, twice).
+        app = request.app.state
         if command_id and await ingest_key_used(
             app.pool, stream, key_hash(app.keystore.master, command_id)
         ):
             raise key_reused(command_id, "an ingest")
-    command_id = command_id or str(uuid.uuid4())
+    return command_id or str(uuid.uuid4())
+
+
+def _envelope(
+    request: Request, type_: str, command: c.Command, stream: str, command_id: str, once: bool
+) -> CommandEnvelope:
     payload = command.model_dump(mode="json", exclude_defaults=True) | {"scope": command.scope}
-    envelope = CommandEnvelope(
+    return CommandEnvelope(
         command_id=command_id,
         type=type_,
         token=bearer_token(request),
         stream_id=stream,
         payload=payload,
-        once=id_per_stream is not None,  # the id names the act (a scope's import)
+        once=once,
     )
 
-    async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
-        text = await _sealed(app.keystore, principal.org, plain)
-        return plain.model_copy(update={"payload": text})
 
+async def _delivered(
+    app: State, principal: Principal, envelope: CommandEnvelope, command: c.Command
+) -> CommandReply:
+    """The writer's reply, through this instance's writer or Kafka."""
+    sealed = _sealer(app.keystore, principal)
     timeout = app.settings.reply_timeout_seconds
     try:
         if isinstance(command, c.MoveMemory):  # answered once settled (settle.py)
             master = app.keystore.master
-            reply = await send_move(
+            return await send_move(
                 app.gateway, master, principal, envelope, command, timeout, sealed
             )
-        else:
-            reply = await app.gateway.send(envelope, timeout, sealed)
+        return await app.gateway.send(envelope, timeout, sealed)
     except ReplyTimeout as exc:
         raise ProblemError(
             504,
@@ -191,7 +226,14 @@ async def send(
             "timeout",
             command_id=envelope.command_id,
         ) from exc
-    return reply, command
+
+
+def _sealer(keystore: KeyStore, principal: Principal) -> Seal:
+    async def sealed(plain: CommandEnvelope) -> CommandEnvelope:
+        text = await _sealed(keystore, principal.org, plain)
+        return plain.model_copy(update={"payload": text})
+
+    return sealed
 
 
 async def _sealed(keystore: KeyStore, org: str, plain: CommandEnvelope) -> dict[str, Any]:
