@@ -9,53 +9,16 @@ routes take (``saving``). A route or a field added there appears here without an
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
 from contracts import commands as c
-from contracts.envelope import COMMAND_ID_LENGTH
-from engram.http import BEARER, PROBLEM_RESPONSES
+from engram.http import BEARER
+from services.command import operations as op
 from services.command import saving
 from services.command.handlers import ACTIONS, PROPOSAL_ACTIONS, CommandRequest
-
-REF = "#/components/schemas/{model}"
-SECURITY: list[dict[str, list[str]]] = [{"HTTPBearer": []}]
-DESCRIPTION = (
-    "The command's answer: its `command_id`, the ids of the `events` it wrote and what it "
-    "did (`item_id`, `revision`, `status`, a forget's `erased` receipt, `duplicate` for a "
-    "repeat that gets the first answer, ...)."
-)
-ANSWER: dict[str, Any] = {
-    "description": DESCRIPTION,
-    "content": {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["command_id", "events"],
-                "properties": {
-                    "command_id": {"type": "string"},
-                    "events": {"type": "array", "items": {"type": "string"}},
-                },
-                "additionalProperties": True,
-            }
-        }
-    },
-}
-IDEMPOTENCY_KEY = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "description": "Becomes the command id: a retry with it gets the first answer.",
-    "schema": {
-        "type": "string",
-        "minLength": COMMAND_ID_LENGTH[0],
-        "maxLength": COMMAND_ID_LENGTH[1],
-    },
-}
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -80,167 +43,115 @@ def install_openapi(app: FastAPI) -> None:
 
 def command_paths() -> tuple[dict[str, Any], dict[str, Any]]:
     """The command routes' OpenAPI paths, and the schemas they refer to."""
+    schemas = _schemas()
+    remember = schemas["RememberMemory"]["properties"]
+    paths = {
+        **_memory_paths(schemas),
+        **_session_paths(),
+        "/v1/commands": {"post": _any_command()},
+        **_saving_paths(remember),
+        **_action_paths(schemas),
+    }
+    return paths, schemas
+
+
+def _schemas() -> dict[str, Any]:
+    """The schemas of the commands the routes validate with, as HTTP takes them."""
     models: list[type[c.Command]] = [m for m, _ in ACTIONS.values()]
     models += [*PROPOSAL_ACTIONS.values(), c.RememberMemory, c.ClearMemories, c.RetractKey]
     models += [c.PromoteSession, c.ForkSession]
-    _, defs = models_json_schema([(m, "validation") for m in set(models)], ref_template=REF)
+    _, defs = models_json_schema([(m, "validation") for m in set(models)], ref_template=op.REF)
     schemas: dict[str, Any] = defs.get("$defs", {})
     # Only the extractor, on engram.commands, says a save was extracted; HTTP refuses it.
     schemas["RememberMemory"]["properties"].pop("extracted", None)
     schemas["RememberMemory"]["properties"].pop("ingest_digest", None)  # the ingest route's
-    remember = schemas["RememberMemory"]["properties"]
-    paths: dict[str, Any] = {
+    return schemas
+
+
+def _memory_paths(schemas: dict[str, Any]) -> dict[str, Any]:
+    return {
         "/v1/memories": {
-            "post": _operation("Remember a memory", _ref("RememberMemory"), creates=True)
+            "post": op.operation("Remember a memory", op.ref("RememberMemory"), creates=True)
         },
         "/v1/memories/retract": {
-            "post": _operation(
-                "Disable the active memory that holds a key (409: none does)", _ref("RetractKey")
+            "post": op.operation(
+                "Disable the active memory that holds a key (409: none does)",
+                op.ref("RetractKey"),
             )
         },
         "/v1/memories/clear": {
-            "post": _operation("Forget every memory of one scope", _ref("ClearMemories"))
+            "post": op.operation("Forget every memory of one scope", op.ref("ClearMemories"))
         },
-        "/v1/memories/{item_id}": {
-            "delete": _operation(
-                "Forget a memory: its content is erased everywhere, a tombstone stays",
-                # scope and expected_version: in the query or the body, each once
-                _body(schemas, "ForgetMemory", drop=("item_id",)),
-                parameters=[
-                    _path("item_id"),
-                    _query("scope", remember["scope"]),
-                    _query(
-                        "expected_version",
-                        schemas["ForgetMemory"]["properties"]["expected_version"],
-                    ),
-                ],
-                body_required=False,
-            )
-        },
+        "/v1/memories/{item_id}": {"delete": _forget(schemas)},
+    }
+
+
+def _forget(schemas: dict[str, Any]) -> dict[str, Any]:
+    remember = schemas["RememberMemory"]["properties"]
+    forget = schemas["ForgetMemory"]["properties"]
+    return op.operation(
+        "Forget a memory: its content is erased everywhere, a tombstone stays",
+        # scope and expected_version: in the query or the body, each once
+        op.trimmed_body(schemas, "ForgetMemory", drop=("item_id",)),
+        parameters=[
+            op.path("item_id"),
+            op.query("scope", remember["scope"]),
+            op.query("expected_version", forget["expected_version"]),
+        ],
+        body_required=False,
+    )
+
+
+def _session_paths() -> dict[str, Any]:
+    return {
         "/v1/session/promote": {
-            "post": _operation(
+            "post": op.operation(
                 "Copy the session's lasting memories into its agent's",
-                _ref("PromoteSession"),
+                op.ref("PromoteSession"),
                 body_required=False,
             )
         },
         "/v1/session/fork": {
-            "post": _operation(
+            "post": op.operation(
                 "Copy the forked session's memory into this session",
-                _ref("ForkSession"),
+                op.ref("ForkSession"),
                 body_required=False,
             )
         },
-        "/v1/commands": {
-            "post": _operation(
-                "Any command by its wire name (`type`), its fields in `payload`",
-                {"schema": CommandRequest.model_json_schema(ref_template=REF)},
-            )
-        },
+    }
+
+
+def _any_command() -> dict[str, Any]:
+    return op.operation(
+        "Any command by its wire name (`type`), its fields in `payload`",
+        {"schema": CommandRequest.model_json_schema(ref_template=op.REF)},
+    )
+
+
+def _saving_paths(remember: dict[str, Any]) -> dict[str, Any]:
+    """The routes of ``saving``, which take fields of their own."""
+    lesson = op.fields(
+        saving.LESSON_FIELDS, remember, note="content", run_id="run_id", required=("note",)
+    )
+    ingest = op.fields(saving.INGEST_FIELDS, _ingest_properties(remember), required=("messages",))
+    return {
         "/v1/memories/import-memory-md": {
-            "post": _operation(
+            "post": op.operation(
                 "Import a legacy MEMORY.md once per scope, as a pinned note",
-                _fields(saving.IMPORT_FIELDS, remember),
+                op.fields(saving.IMPORT_FIELDS, remember),
                 creates=True,
             )
         },
         "/v1/lessons": {
-            "post": _operation(
-                "Keep a thumbs-down's note as a pinned lesson",
-                _fields(
-                    saving.LESSON_FIELDS,
-                    remember,
-                    note="content",
-                    run_id="run_id",
-                    required=("note",),
-                ),
-                creates=True,
+            "post": op.operation(
+                "Keep a thumbs-down's note as a pinned lesson", lesson, creates=True
             )
         },
         "/v1/memories/ingest": {
-            "post": _operation(
-                "Save recent messages, one memory each; every one is checked first",
-                _fields(saving.INGEST_FIELDS, _ingest_properties(remember), required=("messages",)),
+            "post": op.operation(
+                "Save recent messages, one memory each; every one is checked first", ingest
             )
         },
-    }
-    for action, (model, fixed) in ACTIONS.items():
-        drop = ("item_id", *fixed)
-        paths[f"/v1/memories/{{item_id}}/{action}"] = {
-            "post": _operation(
-                _summary(model, action, fixed),
-                _body(schemas, model.__name__, drop=drop),
-                parameters=[_path("item_id")],
-                body_required=bool(_required(schemas[model.__name__], drop)),
-            )
-        }
-    for action, model in PROPOSAL_ACTIONS.items():
-        paths[f"/v1/proposals/{{proposal_id}}/{action}"] = {
-            "post": _operation(
-                _summary(model, action, {}),
-                _body(schemas, model.__name__, drop=("proposal_id",)),
-                parameters=[_path("proposal_id")],
-                body_required=bool(_required(schemas[model.__name__], ("proposal_id",))),
-            )
-        }
-    return paths, schemas
-
-
-def _operation(
-    summary: str,
-    body: dict[str, Any],
-    creates: bool = False,
-    *,
-    parameters: Sequence[dict[str, Any]] = (),
-    body_required: bool = True,
-) -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": ANSWER}
-    if creates:
-        responses["201"] = ANSWER | {"description": f"A new memory. {DESCRIPTION}"}
-    responses.update({str(status): answer for status, answer in PROBLEM_RESPONSES.items()})
-    return {
-        "summary": summary,
-        "security": SECURITY,
-        "parameters": [*parameters, IDEMPOTENCY_KEY],
-        "requestBody": {"required": body_required, "content": {"application/json": body}},
-        "responses": responses,
-    }
-
-
-def _ref(name: str) -> dict[str, Any]:
-    """A command's schema as a body, whole."""
-    return {"schema": {"$ref": REF.format(model=name)}}
-
-
-def _body(schemas: dict[str, Any], name: str, drop: tuple[str, ...]) -> dict[str, Any]:
-    """A command's schema as a body: without the fields the path (or route) gives."""
-    schema = copy.deepcopy(schemas[name])
-    for field in drop:
-        schema["properties"].pop(field, None)
-    schema["required"] = _required(schemas[name], drop)
-    if not schema["required"]:
-        del schema["required"]
-    return {"schema": schema}
-
-
-def _required(schema: dict[str, Any], drop: tuple[str, ...]) -> list[str]:
-    return [f for f in schema.get("required", []) if f not in drop]
-
-
-def _fields(
-    fields: tuple[str, ...],
-    properties: dict[str, Any],
-    required: tuple[str, ...] = ("content",),
-    **renamed: str,
-) -> dict[str, Any]:
-    """A saving route's body: its fields, described as the command's fields it fills."""
-    return {
-        "schema": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": list(required),
-            "properties": {f: properties[renamed.get(f, f)] for f in fields},
-        }
     }
 
 
@@ -265,14 +176,36 @@ def _ingest_properties(remember: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _summary(model: type[c.Command], action: str, fixed: dict[str, Any]) -> str:
-    doc = (model.__doc__ or action).strip().splitlines()[0]
-    return f"{doc} ({', '.join(f'{k}={v}' for k, v in fixed.items())})" if fixed else doc
+def _action_paths(schemas: dict[str, Any]) -> dict[str, Any]:
+    """One route an action: a memory's (``handlers.ACTIONS``), then a proposal's."""
+    memories = {
+        f"/v1/memories/{{item_id}}/{action}": {
+            "post": _action(schemas, "item_id", action, model, fixed)
+        }
+        for action, (model, fixed) in ACTIONS.items()
+    }
+    proposals = {
+        f"/v1/proposals/{{proposal_id}}/{action}": {
+            "post": _action(schemas, "proposal_id", action, model, {})
+        }
+        for action, model in PROPOSAL_ACTIONS.items()
+    }
+    return memories | proposals
 
 
-def _path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-
-
-def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": schema}
+def _action(
+    schemas: dict[str, Any],
+    target: str,
+    action: str,
+    model: type[c.Command],
+    fixed: dict[str, Any],
+) -> dict[str, Any]:
+    """An action's operation: its body without the target the path names or the fields
+    the action fixes."""
+    drop = (target, *fixed)
+    return op.operation(
+        op.action_summary(model, action, fixed),
+        op.trimmed_body(schemas, model.__name__, drop=drop),
+        parameters=[op.path(target)],
+        body_required=bool(op.still_required(schemas[model.__name__], drop)),
+    )
