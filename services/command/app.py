@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI
+from starlette.datastructures import State
 
 from contracts import topics
 from engram.auth import TokenVerifier
@@ -41,76 +44,53 @@ SQL_DIR = Path(__file__).parent / "sql"
 log = get_logger(__name__)
 
 
+@dataclass(frozen=True)
+class Opened:
+    """What the lifespan opens first (the pool, the keys, the topics' partition counts):
+    every partition's writer shares it."""
+
+    pool: asyncpg.Pool
+    keystore: KeyStore
+    verifier: TokenVerifier
+    restorer: Restorer
+    partitions: int
+    reply_partitions: int
+
+
 def create_app(
     settings: CommandSettings | None = None, common: CommonSettings | None = None
 ) -> FastAPI:
     settings = settings or CommandSettings()
     common = common or CommonSettings()
     configure_logging("command", common.log_level)
+    app = FastAPI(title="Engram command service", lifespan=_lifespan(settings, common))
+    install_problem_handlers(app)
+    install_rate_limit(app, common)
+    install_health(app, _readiness(app))
+    app.router.routes.extend(routes)
+    install_openapi(app)
+    return app
 
+
+def _lifespan(
+    settings: CommandSettings, common: CommonSettings
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_shared(common.database_url)
-        await migrate(common.database_url, "command", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=8)
-        keystore = KeyStore(pool, MasterKey(load_master_key(common)))
-        verifier = TokenVerifier(common)
-        partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
-        reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
-        restorer = Restorer(pool, common.kafka_bootstrap_servers, keystore.master)
+        opened = await _open(common)
         # Shared by the partitions' writers (one cache of org limits, one projection watch).
-        projection = ProjectionWatch(
-            pool,
-            common.kafka_bootstrap_servers,
-            group=ProjectorSettings().group_id,  # its offsets rows are by its group id
-            timeout=settings.projection_wait_seconds,
-        )
-        await projection.start()
-        lookups = BatchLookups(
-            verifier,
-            LinkTargets(pool),
-            OrgPolicies(pool),
-            CopySources(pool),
-            projection,
-            partitions,
-        )
-
-        def make_writer(partition: int) -> PartitionWriter:
-            return PartitionWriter(
-                partition,
-                common.kafka_bootstrap_servers,
-                settings.group_id,
-                keystore,
-                verifier,
-                restorer,
-                partitions,
-                reply_partitions,
-                settings.checkpoint_every,
-                settings.cached_items,
-                lookups,
-            )
-
-        processor = CommandProcessor(
-            common.kafka_bootstrap_servers,
-            settings.group_id,
-            pool,
-            keystore,
-            make_writer,
-            settings.max_batch,
-            partitions,
-        )
+        projection = await _watch_projection(opened.pool, settings, common)
+        processor = _processor(opened, _lookups(opened, projection), settings, common)
         gateway = CommandGateway(common.kafka_bootstrap_servers, processor.submit)
         await gateway.start()
-        app.state.settings, app.state.verifier, app.state.gateway = settings, verifier, gateway
-        app.state.processor, app.state.keystore = processor, keystore
-        app.state.pool = pool
+        _publish(app.state, settings, opened, processor, gateway)
         pruner = GroupLogPruner(common.kafka_bootstrap_servers, topics.COMMANDS, settings.group_id)
         await pruner.start()
         task = supervise(processor.run(), "command-processor")
         pruning = supervise(
             pruner.run(settings.prune_seconds, lambda: processor.writers), "command-pruner"
         )
-        log.info("command_service_started", port=settings.port, partitions=partitions)
+        log.info("command_service_started", port=settings.port, partitions=opened.partitions)
         try:
             yield
         finally:
@@ -118,31 +98,111 @@ def create_app(
             await pruner.stop()
             await gateway.stop()
             await projection.stop()
-            await pool.close()
+            await opened.pool.close()
 
-    app = FastAPI(title="Engram command service", lifespan=lifespan)
-    install_problem_handlers(app)
-    install_rate_limit(app, common)
+    return lifespan
 
+
+async def _open(common: CommonSettings) -> Opened:
+    await migrate_shared(common.database_url)
+    await migrate(common.database_url, "command", SQL_DIR)
+    pool = await create_pool(common.database_url, max_size=8)
+    keystore = KeyStore(pool, MasterKey(load_master_key(common)))
+    verifier = TokenVerifier(common)
+    partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)
+    reply_partitions = await partition_count(common.kafka_bootstrap_servers, topics.REPLIES)
+    restorer = Restorer(pool, common.kafka_bootstrap_servers, keystore.master)
+    return Opened(pool, keystore, verifier, restorer, partitions, reply_partitions)
+
+
+async def _watch_projection(
+    pool: asyncpg.Pool, settings: CommandSettings, common: CommonSettings
+) -> ProjectionWatch:
+    projection = ProjectionWatch(
+        pool,
+        common.kafka_bootstrap_servers,
+        group=ProjectorSettings().group_id,  # its offsets rows are by its group id
+        timeout=settings.projection_wait_seconds,
+    )
+    await projection.start()
+    return projection
+
+
+def _lookups(opened: Opened, projection: ProjectionWatch) -> BatchLookups:
+    pool = opened.pool
+    return BatchLookups(
+        opened.verifier,
+        LinkTargets(pool),
+        OrgPolicies(pool),
+        CopySources(pool),
+        projection,
+        opened.partitions,
+    )
+
+
+def _processor(
+    opened: Opened, lookups: BatchLookups, settings: CommandSettings, common: CommonSettings
+) -> CommandProcessor:
+    def make_writer(partition: int) -> PartitionWriter:
+        return PartitionWriter(
+            partition,
+            common.kafka_bootstrap_servers,
+            settings.group_id,
+            opened.keystore,
+            opened.verifier,
+            opened.restorer,
+            opened.partitions,
+            opened.reply_partitions,
+            settings.checkpoint_every,
+            settings.cached_items,
+            lookups,
+        )
+
+    return CommandProcessor(
+        common.kafka_bootstrap_servers,
+        settings.group_id,
+        opened.pool,
+        opened.keystore,
+        make_writer,
+        settings.max_batch,
+        opened.partitions,
+    )
+
+
+def _publish(
+    state: State,
+    settings: CommandSettings,
+    opened: Opened,
+    processor: CommandProcessor,
+    gateway: CommandGateway,
+) -> None:
+    """What the routes and the health check read from ``app.state``."""
+    state.settings, state.verifier, state.gateway = settings, opened.verifier, gateway
+    state.processor, state.keystore = processor, opened.keystore
+    state.pool = opened.pool
+
+
+def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
-        stuck = app.state.processor.stuck
-        try:
-            await asyncio.wait_for(app.state.pool.fetchval("SELECT 1"), 2.0)
-            database = True
-        except Exception as exc:
-            if not of_the_moment(exc):
-                raise
-            database = False
+        state = app.state
+        stuck = state.processor.stuck
         return {
-            "database": database,
-            "gateway": app.state.gateway.healthy,
-            "kafka": await app.state.gateway.broker_answers(),
-            "partitions": sorted(app.state.processor.writers),
+            "database": await _database_answers(state),
+            "gateway": state.gateway.healthy,
+            "kafka": await state.gateway.broker_answers(),
+            "partitions": sorted(state.processor.writers),
             "writing": not stuck,  # False: unhealthy, a partition's batch keeps failing
             "stuck_partitions": stuck,
         }
 
-    install_health(app, ready)
-    app.router.routes.extend(routes)
-    install_openapi(app)
-    return app
+    return ready
+
+
+async def _database_answers(state: State) -> bool:
+    try:
+        await asyncio.wait_for(state.pool.fetchval("SELECT 1"), 2.0)
+    except Exception as exc:
+        if not of_the_moment(exc):
+            raise
+        return False
+    return True
