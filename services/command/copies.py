@@ -17,16 +17,11 @@ from collections.abc import Collection
 
 from contracts import commands as c
 from contracts.events import Event, MemoryRemembered, MemoryStatusChanged
+from services.command.changes import expired, holder_revised, revises_holder, superseded_by
 from services.command.context import Context, Copy, copy_item_id
 from services.command.errors import Forbidden, InvalidCommand, NotReadable
 from services.command.labels import MAX_LABELS, labelled
-from services.command.rules import (
-    expired,
-    holder_revised,
-    revises_holder,
-    superseded_by,
-)
-from services.command.state import StreamState
+from services.command.state import Item, StreamState
 
 
 def promote(state: StreamState, cmd: c.PromoteSession, ctx: Context) -> list[Event]:
@@ -60,6 +55,26 @@ def copy_into(
     """``inferences``: an inferred source is copied as an inference, and never over a
     confirmed fact of its key (a promotion's, a fork's; a move is a person's act, and
     confirms what it moves)."""
+    copies = _sources(ctx, retracted)
+    held = _held(state, ctx)
+    events: list[Event] = []
+    keys_done: set[str] = set()
+    base_id = ctx.new_item_id()  # the command's own: each copy's id derives from it
+    for source in copies:
+        digest = ctx.content_hash(source.content)
+        passed_over = _passed_over(state, ctx, source, digest, kinds, held, resave)
+        if passed_over or _key_done(source, keys_done):
+            continue
+        inferred = inferences and source.inferred
+        same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
+        if inferred and same_key is not None and same_key.confirmed:
+            continue  # an inference never replaces a confirmed fact (QA: a promotion did)
+        held.add(digest)
+        _add_copy(events, ctx, source, digest, same_key, base_id, inferred)
+    return events
+
+
+def _sources(ctx: Context, retracted: bool) -> list[Copy]:
     if not ctx.copies_ready:
         raise NotReadable(
             "the source session's newest memories are not readable yet (the read model "
@@ -69,56 +84,82 @@ def copy_into(
     copies = sorted((s for s in ctx.copies if retracted or not s.retracted), key=_is_retracted)
     if len(copies) > c.MAX_COPIES:
         raise InvalidCommand(f"the source holds more than {c.MAX_COPIES} memories to copy")
-    held = {  # an expired memory holds its text no longer: a lasting copy takes its place
+    return copies
+
+
+def _held(state: StreamState, ctx: Context) -> set[str]:
+    return {  # an expired memory holds its text no longer: a lasting copy takes its place
         item.current.content_hash
         for item in state.items.values()
         if item.status == "active" and item.revisions and not expired(item, ctx.now)
     }
-    events: list[Event] = []
-    keys_done: set[str] = set()
-    base_id = ctx.new_item_id()  # the command's own: each copy's id derives from it
-    for source in copies:
-        digest = ctx.content_hash(source.content)
-        if (kinds is not None and source.kind not in kinds) or digest in held:
-            continue
-        if digest in state.forgotten_hashes and not resave:  # never brings forgotten text back
-            continue
-        if ctx.is_agent and state.retracts(
-            ctx.key_hash(source.key) if source.key else None, digest
-        ):
-            continue  # a person brings a retracted fact back (seed 002; QA: a promotion did)
-        if source.key in keys_done and not source.retracted:
-            continue  # one key holds one fact: the source's first (newest) wins
-        if source.key and not source.retracted:  # (a retracted fact holds no key: QA, a
-            keys_done.add(source.key)  # fork left one out, and an agent brought it back)
-        inferred = inferences and source.inferred
-        same_key = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
-        if inferred and same_key is not None and same_key.confirmed:
-            continue  # an inference never replaces a confirmed fact (QA: a promotion did)
-        held.add(digest)
-        if same_key is not None and revises_holder(
-            same_key, source.kind, source.expires_at, ctx.now
-        ):  # as a keyed save does (texts.remember)
-            events += holder_revised(
-                same_key,
-                ctx,
-                content=source.content,
-                title=source.title,
-                digest=digest,
-                key=source.key,
-                tags=source.tags,
-                sources=_copy_sources(source),
-                pinned=source.pinned,
-                inferred=inferred,
-            )
-            continue
-        copy_id = copy_item_id(base_id, source.item_id)
-        if same_key is not None:  # another kind or lifetime: a memory of its own takes the key
-            events.append(superseded_by(same_key, copy_id))
-        events.append(_copied(source, copy_id, digest, ctx, inferred))
-        if source.retracted:  # only into a new session: no key or text of it is held here
-            events += _retracted(copy_id, source.status)
-    return events
+
+
+def _passed_over(
+    state: StreamState,
+    ctx: Context,
+    source: Copy,
+    digest: str,
+    kinds: Collection[str] | None,
+    held: set[str],
+    resave: bool,
+) -> bool:
+    """A source not copied: not of the kinds asked for, its text held or forgotten here,
+    or, for an agent, a retracted fact."""
+    if (kinds is not None and source.kind not in kinds) or digest in held:
+        return True
+    if digest in state.forgotten_hashes and not resave:  # never brings forgotten text back
+        return True
+    # A person brings a retracted fact back (seed 002; QA: a promotion did).
+    return ctx.is_agent and state.retracts(ctx.key_hash(source.key) if source.key else None, digest)
+
+
+def _key_done(source: Copy, keys_done: set[str]) -> bool:
+    """Whether a copy took the source's key already, else the key is taken now."""
+    if source.key in keys_done and not source.retracted:
+        return True  # one key holds one fact: the source's first (newest) wins
+    if source.key and not source.retracted:  # (a retracted fact holds no key: QA, a
+        keys_done.add(source.key)  # fork left one out, and an agent brought it back)
+    return False
+
+
+def _add_copy(
+    events: list[Event],
+    ctx: Context,
+    source: Copy,
+    digest: str,
+    same_key: Item | None,
+    base_id: str,
+    inferred: bool,
+) -> None:
+    """The source's copy appended to ``events``: a revision of the key's memory, as a
+    keyed save makes (``texts.remember``), or a memory of its own."""
+    if same_key is not None and revises_holder(same_key, source.kind, source.expires_at, ctx.now):
+        events.extend(_holder_revised(same_key, source, digest, ctx, inferred))
+        return
+    copy_id = copy_item_id(base_id, source.item_id)
+    if same_key is not None:  # another kind or lifetime: a memory of its own takes the key
+        events.append(superseded_by(same_key, copy_id))
+    events.append(_copied(source, copy_id, digest, ctx, inferred))
+    if source.retracted:  # only into a new session: no key or text of it is held here
+        events.extend(_retracted(copy_id, source.status))
+
+
+def _holder_revised(
+    holder: Item, source: Copy, digest: str, ctx: Context, inferred: bool
+) -> list[Event]:
+    return holder_revised(
+        holder,
+        ctx,
+        content=source.content,
+        title=source.title,
+        digest=digest,
+        key=source.key,
+        tags=source.tags,
+        sources=_copy_sources(source),
+        pinned=source.pinned,
+        inferred=inferred,
+    )
 
 
 def _retracted(item_id: str, status: str) -> list[Event]:

@@ -20,7 +20,8 @@ from contracts import commands as c
 from contracts.envelope import CommandEnvelope
 from contracts.events import Event
 from engram.auth import Principal
-from services.command.context import Context, copy_item_id, new_item_id
+from services.command.changes import forgotten
+from services.command.context import Context, Copy, copy_item_id, new_item_id
 from services.command.copies import copy_into
 from services.command.errors import (
     Conflict,
@@ -30,13 +31,7 @@ from services.command.errors import (
     NotFound,
     NotReadable,
 )
-from services.command.rules import (
-    check_base,
-    check_may_forget,
-    check_not_forgotten,
-    find_item,
-    forgotten,
-)
+from services.command.rules import check_base, check_may_forget, check_not_forgotten, find_item
 from services.command.state import StreamState
 
 
@@ -44,10 +39,28 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
     """The memory's copy in this scope: refused, copying nothing, when it is not the
     caller's to move, is not active where it was, moved on from the caller's revision, or
     this scope holds its text, its key, or forgot its text."""
+    _check_request(cmd, ctx)
+    source = _source(cmd, ctx)
+    _check_active(cmd, source, ctx)
+    _check_mover(cmd, source, ctx)
+    _check_revision(cmd, source)
+    _check_text_unheld(state, cmd, source, ctx)
+    _check_key_unheld(state, cmd, source, ctx)
+    copied = copy_into(state, ctx, kinds=None, retracted=False, resave=cmd.resave_forgotten)
+    if not copied:  # never a 200 with nothing moved (QA): a case the checks above missed
+        raise Conflict(f"memory {cmd.item_id} cannot be copied into the {cmd.scope} scope")
+    return copied
+
+
+def _check_request(cmd: c.MoveMemory, ctx: Context) -> None:
     if ctx.is_agent:
         raise Forbidden("a person moves memories between scopes; an agent saves anew")
     if cmd.from_scope == cmd.scope:
         raise InvalidCommand(f"memory {cmd.item_id} is in the {cmd.scope} scope already")
+
+
+def _source(cmd: c.MoveMemory, ctx: Context) -> Copy:
+    """The memory where it is, as the read model holds it."""
     if not ctx.copies_ready:
         raise NotReadable(
             f"memory {cmd.item_id}'s newest revision is not readable yet (the read model "
@@ -59,6 +72,10 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             item_id=cmd.item_id,
         )
     [source] = ctx.copies
+    return source
+
+
+def _check_active(cmd: c.MoveMemory, source: Copy, ctx: Context) -> None:
     if source.status == "forgotten":
         raise Gone(f"memory {cmd.item_id} was forgotten; it cannot be moved", item_id=cmd.item_id)
     lapsed = source.expires_at is not None and source.expires_at <= ctx.now
@@ -69,6 +86,9 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             item_id=cmd.item_id,
             memory_status=state_now,
         )
+
+
+def _check_mover(cmd: c.MoveMemory, source: Copy, ctx: Context) -> None:
     if cmd.from_scope == "shared" and source.author not in (None, ctx.member) and not ctx.is_admin:
         raise Forbidden(
             f"memory {cmd.item_id} is {source.author}'s: only its author or an org admin "
@@ -76,6 +96,9 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             item_id=cmd.item_id,
             author=source.author,
         )
+
+
+def _check_revision(cmd: c.MoveMemory, source: Copy) -> None:
     if cmd.base_revision != source.revision:
         raise Conflict(
             f"memory {cmd.item_id} is at revision {source.revision}, not {cmd.base_revision}",
@@ -83,6 +106,10 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             current_revision=source.revision,
             base_revision=cmd.base_revision,
         )
+
+
+def _check_text_unheld(state: StreamState, cmd: c.MoveMemory, source: Copy, ctx: Context) -> None:
+    """Its text neither forgotten here (but to resave it) nor held by an active memory."""
     digest = ctx.content_hash(source.content)
     check_not_forgotten(state, digest, cmd.resave_forgotten, source.content)
     holder = state.holding(digest, ctx.now, ("active",))  # (QA: a candidate hid it)
@@ -92,6 +119,9 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             f"forget memory {cmd.item_id} instead",
             item_id=holder.item_id,
         )
+
+
+def _check_key_unheld(state: StreamState, cmd: c.MoveMemory, source: Copy, ctx: Context) -> None:
     keyed = state.active_by_key(ctx.key_hash(source.key)) if source.key else None
     if keyed is not None:  # QA: a move revised (or archived) a teammate's memory by its key
         raise Conflict(
@@ -99,10 +129,6 @@ def move(state: StreamState, cmd: c.MoveMemory, ctx: Context) -> list[Event]:
             "correct that one, or forget one of the two",
             item_id=keyed.item_id,
         )
-    copied = copy_into(state, ctx, kinds=None, retracted=False, resave=cmd.resave_forgotten)
-    if not copied:  # never a 200 with nothing moved (QA): a case the checks above missed
-        raise Conflict(f"memory {cmd.item_id} cannot be copied into the {cmd.scope} scope")
-    return copied
 
 
 def forget_moved(state: StreamState, cmd: c.ForgetMoved, ctx: Context) -> list[Event]:

@@ -1,42 +1,26 @@
 """What a save or a correction decides (seeds 000 and 002): a confirmed fact, an
-inference the org's learning applies, or a candidate a person confirms; and the
-revisions an undo or a restore brings back. Pure, as ``core`` is."""
+inference the org's learning applies, or a candidate a person confirms (the revisions an
+undo or a restore brings back are ``reverts``'s). Pure, as ``core`` is."""
 
 from __future__ import annotations
 
 from contracts import commands as c
-from contracts.events import (
-    Event,
-    MemoryPinned,
-    MemoryRelabeled,
-    MemoryRemembered,
-    MemoryRevised,
-    MemoryStatusChanged,
-)
+from contracts.events import Event, MemoryRemembered, MemoryRevised, MemoryStatusChanged
+from services.command.changes import holder_revised, new_revision, revises_holder, superseded_by
 from services.command.confirm import user_asked_to_save
 from services.command.context import Context
-from services.command.errors import (
-    Conflict,
-    Forbidden,
-    InvalidCommand,
-)
+from services.command.errors import Forbidden
 from services.command.labels import inherited, labelled
 from services.command.links import related
+from services.command.reverts import restore_revision as restore_revision  # core imports it here
+from services.command.reverts import undo as undo  # core imports it here
 from services.command.rules import (
     check_base,
-    check_key_free,
     check_not_forgotten,
     check_not_held,
     check_owner,
-    check_person_for_text,
-    check_person_to_enable,
     check_run_cap,
     find_item,
-    holder_revised,
-    new_revision,
-    revises_holder,
-    status_change,
-    superseded_by,
 )
 from services.command.state import Item, StreamState
 
@@ -68,30 +52,62 @@ def remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Ev
     check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
     key_hash = ctx.key_hash(cmd.key) if cmd.key else None
     inferred = _applied(state, cmd, ctx, key_hash, digest)
-    confirmed = inferred or (
-        not cmd.candidate
-        and (not ctx.is_agent or _agent_confirms(state, cmd, ctx, key_hash, digest))
-    )
+    confirmed = inferred or _confirms(state, cmd, ctx, key_hash, digest)
     if inferred or not confirmed:  # learned again, or proposed again: not twice
         check_not_held(state, digest, ctx)
     existing = state.active_by_key(key_hash) if key_hash else None
     if existing and confirmed:  # one key holds one fact: a confirmed save replaces it
         check_owner(existing, ctx, asked=True)
         if revises_holder(existing, cmd.kind, cmd.expires_at, ctx.now):
-            revised = holder_revised(
-                existing,
-                ctx,
-                content=cmd.content,
-                title=cmd.title,
-                digest=digest,
-                key=cmd.key,
-                tags=cmd.tags,
-                sources=cmd.sources,
-                pinned=cmd.pinned,
-                inferred=inferred,
-            )
-            links = related(state, existing.item_id, existing.links, cmd.related_ids, ctx)
-            return [*revised, *links]
+            return _holder_saved(state, cmd, ctx, existing, digest, inferred)
+    return _saved_anew(state, cmd, ctx, digest, existing, confirmed, inferred)
+
+
+def _confirms(
+    state: StreamState, cmd: c.RememberMemory, ctx: Context, key_hash: str | None, digest: str
+) -> bool:
+    """A save is a fact unless it is sent as a candidate, or is an agent's its user did
+    not ask for."""
+    return not cmd.candidate and (
+        not ctx.is_agent or _agent_confirms(state, cmd, ctx, key_hash, digest)
+    )
+
+
+def _holder_saved(
+    state: StreamState,
+    cmd: c.RememberMemory,
+    ctx: Context,
+    holder: Item,
+    digest: str,
+    inferred: bool,
+) -> list[Event]:
+    """The key's memory revised by the save, with the links it asks for."""
+    revised = holder_revised(
+        holder,
+        ctx,
+        content=cmd.content,
+        title=cmd.title,
+        digest=digest,
+        key=cmd.key,
+        tags=cmd.tags,
+        sources=cmd.sources,
+        pinned=cmd.pinned,
+        inferred=inferred,
+    )
+    links = related(state, holder.item_id, holder.links, cmd.related_ids, ctx)
+    return [*revised, *links]
+
+
+def _saved_anew(
+    state: StreamState,
+    cmd: c.RememberMemory,
+    ctx: Context,
+    digest: str,
+    existing: Item | None,
+    confirmed: bool,
+    inferred: bool,
+) -> list[Event]:
+    """The save as a memory of its own: a fact, or a candidate within its run's cap."""
     if not confirmed:
         check_run_cap(state, cmd.run_id, ctx)
     item_id = ctx.new_item_id()
@@ -99,27 +115,36 @@ def remember(state: StreamState, cmd: c.RememberMemory, ctx: Context) -> list[Ev
     # A fact of another kind or lifetime is a memory of its own, which the key's memory is
     # archived for (superseded by it); the command's answer is the new memory's, its last.
     superseded = [superseded_by(existing, item_id)] if existing and confirmed else []
-    return [
-        *superseded,
-        MemoryRemembered(
-            item_id=item_id,
-            scope=ctx.scope,
-            kind=cmd.kind,
-            status="active" if confirmed else "candidate",
-            content=ctx.seal(item_id, cmd.content),
-            title=ctx.seal(item_id, cmd.title) if cmd.title else None,
-            pinned=cmd.pinned,
-            **labelled(item_id, ctx, cmd.key, cmd.tags, cmd.sources),
-            content_hash=digest,
-            content_length=len(cmd.content),
-            expires_at=cmd.expires_at,
-            replaces=existing.item_id if existing else None,
-            author=ctx.member,
-            run_id=None if confirmed else cmd.run_id,
-            inferred=inferred,
-        ),
-        *links,
-    ]
+    saved = _remembered(cmd, ctx, item_id, digest, existing, confirmed, inferred)
+    return [*superseded, saved, *links]
+
+
+def _remembered(
+    cmd: c.RememberMemory,
+    ctx: Context,
+    item_id: str,
+    digest: str,
+    existing: Item | None,
+    confirmed: bool,
+    inferred: bool,
+) -> MemoryRemembered:
+    return MemoryRemembered(
+        item_id=item_id,
+        scope=ctx.scope,
+        kind=cmd.kind,
+        status="active" if confirmed else "candidate",
+        content=ctx.seal(item_id, cmd.content),
+        title=ctx.seal(item_id, cmd.title) if cmd.title else None,
+        pinned=cmd.pinned,
+        **labelled(item_id, ctx, cmd.key, cmd.tags, cmd.sources),
+        content_hash=digest,
+        content_length=len(cmd.content),
+        expires_at=cmd.expires_at,
+        replaces=existing.item_id if existing else None,
+        author=ctx.member,
+        run_id=None if confirmed else cmd.run_id,
+        inferred=inferred,
+    )
 
 
 LEARNED_SCOPES = ("session:", "agent:")  # seed 002's learned memory and agent memory
@@ -139,11 +164,16 @@ def _applied(
 
 
 def _agent_confirms(
-    state: StreamState, cmd: c.RememberMemory, ctx: Context, key_hash: str | None, digest: str
+    state: StreamState,
+    cmd: c.RememberMemory | c.CorrectMemory,
+    ctx: Context,
+    key_hash: str | None,
+    digest: str,
 ) -> bool:
     """An agent's save is a fact when the user's message asked for it (seed 000), unless
     its key's fact, or its very text, is retracted: that is a person's to bring back (seed
-    002; a seed audit and QA: an agent's save made it active again)."""
+    002; a seed audit and QA: an agent's save made it active again). Its correction too,
+    with no key: nor is another memory corrected to a retracted text (QA)."""
     asked = user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
     return asked and not state.retracts(key_hash, digest)
 
@@ -151,131 +181,82 @@ def _agent_confirms(
 def correct(state: StreamState, cmd: c.CorrectMemory, ctx: Context) -> list[Event]:
     item = find_item(state, cmd.item_id)
     check_base(item, cmd.base_revision, cmd.content)
+    _check_not_retracted(item, ctx)
+    digest = ctx.content_hash(cmd.content)
+    check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
+    confirmed = not ctx.is_agent or _agent_confirms(state, cmd, ctx, None, digest)
+    inference = not item.confirmed and item.status != "candidate"
+    if (item.confirmed or inference) and not _rewrites(state, ctx, digest, confirmed, inference):
+        return _proposed(state, cmd, ctx, item, digest)
+    return _corrected(state, cmd, ctx, item, digest, confirmed, inference)
+
+
+def _check_not_retracted(item: Item, ctx: Context) -> None:
     if ctx.is_agent and item.retracted:  # QA: it rewrote the text a person had retracted
         raise Forbidden(
             f"memory {item.item_id} is retracted: a person changes it or brings it back",
             item_id=item.item_id,
         )
-    digest = ctx.content_hash(cmd.content)
-    check_not_forgotten(state, digest, cmd.resave_forgotten, cmd.content)
-    confirmed = not ctx.is_agent or (
-        user_asked_to_save(cmd.user_message, cmd.content, shared=ctx.scope == "shared")
-        # Nor another memory corrected to a retracted text (QA).
-        and not state.retracts(None, digest)
+
+
+def _rewrites(
+    state: StreamState, ctx: Context, digest: str, confirmed: bool, inference: bool
+) -> bool:
+    """Whether the correction rewrites the memory. An inferred fact (seed 002's learned
+    memory) is rewritten unasked, as the extractor's consolidation does, only while the
+    org applies learning, and never to a retracted text (QA: an agent brought one back so)."""
+    return confirmed or (inference and ctx.apply_learning and not state.retracts(None, digest))
+
+
+def _proposed(
+    state: StreamState, cmd: c.CorrectMemory, ctx: Context, item: Item, digest: str
+) -> list[Event]:
+    """An inference never replaces a confirmed fact: it waits as a candidate, unless the
+    scope holds its text already (QA: an agent's correction to the fact's own text, or to
+    a candidate's, went round already_held)."""
+    check_not_held(state, digest, ctx)
+    check_run_cap(state, cmd.run_id, ctx)
+    new_id = ctx.new_item_id()
+    candidate = _candidate(cmd, ctx, item, new_id, digest)
+    return [candidate, *related(state, new_id, None, cmd.related_ids, ctx)]
+
+
+def _candidate(
+    cmd: c.CorrectMemory, ctx: Context, item: Item, new_id: str, digest: str
+) -> MemoryRemembered:
+    return MemoryRemembered(
+        item_id=new_id,
+        scope=ctx.scope,
+        kind=item.kind,
+        status="candidate",
+        content=ctx.seal(new_id, cmd.content),
+        title=ctx.seal(new_id, cmd.title) if cmd.title else None,
+        **inherited(item, new_id, ctx),
+        content_hash=digest,
+        content_length=len(cmd.content),
+        replaces=item.item_id,
+        author=ctx.member,
+        run_id=cmd.run_id,
     )
-    # An inferred fact (seed 002's learned memory) is rewritten unasked, as the
-    # extractor's consolidation does, only while the org applies learning, and never to a
-    # retracted text (QA: an agent brought one back so).
-    inference = not item.confirmed and item.status != "candidate"
-    rewrites = confirmed or (inference and ctx.apply_learning and not state.retracts(None, digest))
-    if (item.confirmed or inference) and not rewrites:
-        # An inference never replaces a confirmed fact: it waits as a candidate, unless the
-        # scope holds its text already (QA: an agent's correction to the fact's own text,
-        # or to a candidate's, went round already_held).
-        check_not_held(state, digest, ctx)
-        check_run_cap(state, cmd.run_id, ctx)
-        new_id = ctx.new_item_id()
-        return [
-            MemoryRemembered(
-                item_id=new_id,
-                scope=ctx.scope,
-                kind=item.kind,
-                status="candidate",
-                content=ctx.seal(new_id, cmd.content),
-                title=ctx.seal(new_id, cmd.title) if cmd.title else None,
-                **inherited(item, new_id, ctx),
-                content_hash=digest,
-                content_length=len(cmd.content),
-                replaces=item.item_id,
-                author=ctx.member,
-                run_id=cmd.run_id,
-            ),
-            *related(state, new_id, None, cmd.related_ids, ctx),
-        ]
+
+
+def _corrected(
+    state: StreamState,
+    cmd: c.CorrectMemory,
+    ctx: Context,
+    item: Item,
+    digest: str,
+    confirmed: bool,
+    inference: bool,
+) -> list[Event]:
+    """The memory's new revision, by its owner (an agent's, asked for)."""
     check_owner(item, ctx, asked=confirmed)
     if item.status == "candidate" or not confirmed:  # it stays one, or an inference: not
         # as a copy of text the scope holds
         check_not_held(state, digest, ctx, own=item.item_id)
     # An agent's unasked correction of an inference is one too (seed 002's consolidation).
+    inferred = inference and not confirmed
     revised = new_revision(
-        item,
-        cmd.content,
-        cmd.title,
-        ctx,
-        "corrected",
-        digest=digest,
-        inferred=inference and not confirmed,
+        item, cmd.content, cmd.title, ctx, "corrected", digest=digest, inferred=inferred
     )
     return [revised, *related(state, item.item_id, item.links, cmd.related_ids, ctx)]
-
-
-def restore_revision(state: StreamState, cmd: c.RestoreRevision, ctx: Context) -> list[Event]:
-    item = find_item(state, cmd.item_id)
-    check_base(item, cmd.base_revision)
-    check_owner(item, ctx)
-    check_person_for_text(item, ctx, "restore an earlier text of")
-    old = item.revisions.get(cmd.revision)
-    if cmd.revision < item.revision and old is None and item.revisions:
-        raise Conflict(
-            f"memory {item.item_id} no longer keeps revision {cmd.revision}: the org's "
-            f"retention keeps revisions {min(item.revisions)} to {item.revision}",
-            item_id=item.item_id,
-            oldest_kept=min(item.revisions),
-        )
-    if old is None or cmd.revision >= item.revision:
-        raise InvalidCommand(f"memory {item.item_id} has no earlier revision {cmd.revision}")
-    return [_copy_revision(state, item, cmd.revision, "restored")]
-
-
-def _copy_revision(state: StreamState, item: Item, revision: int, reason: str) -> MemoryRevised:
-    old = item.revisions[revision]
-    if old.content_hash in state.forgotten_hashes:  # as a correction, never without asking
-        raise Conflict(
-            f"revision {revision} of memory {item.item_id} holds text that was forgotten "
-            "since: correct the memory with that text and resave_forgotten=true if you mean "
-            "to bring it back",
-            item_id=item.item_id,
-            revision=revision,
-        )
-    return MemoryRevised(
-        item_id=item.item_id,
-        revision=item.revision + 1,
-        base_revision=item.revision,
-        reason=reason,
-        content=old.content,
-        title=old.title,
-        content_hash=old.content_hash,
-        content_length=old.content_length,
-        restored_from=revision,
-    )
-
-
-def undo(state: StreamState, cmd: c.UndoChange, ctx: Context) -> list[Event]:
-    item = find_item(state, cmd.item_id)
-    check_base(item, cmd.base_revision)
-    check_owner(item, ctx)
-    if item.last_change is None:
-        raise Conflict(f"memory {item.item_id} has no change to undo", item_id=item.item_id)
-    what, before = item.last_change
-    if what == "revision":
-        check_person_for_text(item, ctx, "undo a correction of")
-        return [_copy_revision(state, item, before, "undone")]
-    if what == "pinned":
-        return [MemoryPinned(item_id=item.item_id, revision=item.revision + 1, pinned=before)]
-    if what == "relabel":
-        kind, labels = before
-        return [
-            MemoryRelabeled(
-                item_id=item.item_id, revision=item.revision + 1, kind=kind, labels=labels
-            )
-        ]
-    if item.status == "candidate":  # only a person's confirm makes a candidate a memory
-        raise Conflict(
-            f"memory {item.item_id} is a candidate: confirm or dismiss it",
-            item_id=item.item_id,
-            memory_status=item.status,
-        )
-    if before == "active":
-        check_person_to_enable(item, ctx)
-        check_key_free(state, item)
-    return [status_change(item, before)]
