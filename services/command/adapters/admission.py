@@ -9,6 +9,7 @@ stream must be the token's scope, keyed to this partition. Each failure is a typ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,6 +81,13 @@ def authorise(
     """The command's principal and its validated command; ``partition``: (this writer's
     partition, the partition count)."""
     principal = caller(verifier, env, issued_at(env, master, appended_at))
+    cmd = _opened(env, keys)
+    _check_stream(env, principal, cmd)
+    _check_partition(env, partition)
+    return principal, cmd
+
+
+def _model(env: CommandEnvelope) -> type[Command]:
     model = COMMANDS.get(env.type)
     if model is None:
         raise InvalidCommand(f"unknown command type {env.type!r}", known=sorted(COMMANDS))
@@ -87,14 +95,23 @@ def authorise(
         # The gateway seals a command's text under the command's own key only: text sealed
         # under another (copied from a log, another org's) is not this command's to open.
         raise Forbidden("the command's sealed text is under a key that is not its own")
+    return model
+
+
+def _opened(env: CommandEnvelope, keys: dict[str, bytes]) -> Command:
+    """The payload, its sealed text opened, as its type's command."""
+    model = _model(env)
     try:
-        cmd = model.model_validate(open_payload(env.payload, keys))
+        return model.model_validate(open_payload(env.payload, keys))
     except KeyMissingError as exc:
         raise Gone("the command's text was sealed under a key that is now shredded") from exc
     except ValidationError as exc:
         raise InvalidCommand("the command is invalid", errors=json_errors(exc)) from exc
     except ValueError as exc:  # sealed text that does not open (bad nonce, tampered)
         raise InvalidCommand(f"the command's sealed text cannot be opened: {exc}") from exc
+
+
+def _check_stream(env: CommandEnvelope, principal: Principal, cmd: Command) -> None:
     try:
         expected = principal.stream(cmd.scope)
         if isinstance(cmd, MoveMemory):  # where it is must be the caller's too (QA: a 404)
@@ -105,10 +122,12 @@ def authorise(
         raise Forbidden(str(exc)) from exc
     if expected != env.stream_id:
         raise Forbidden(f"stream_id {env.stream_id!r} is not the token's {cmd.scope} scope")
+
+
+def _check_partition(env: CommandEnvelope, partition: tuple[int, int]) -> None:
     mine, count = partition
     if topics.partition_for(env.stream_id, count) != mine:
         raise InvalidCommand("the command was not keyed by its stream_id")
-    return principal, cmd
 
 
 def context_for(
@@ -124,25 +143,19 @@ def context_for(
     the batch looked up outside the stream (``copies``: a promotion's or a fork's sources
     still active, ``Lookups.live_copies``)."""
     limits = looked_up.limits.get(principal.org, OrgLimits())
-
-    def seal_for(item_id: str, text: str) -> Any:
-        return seal(item_id, keys[item_id], text)
-
     return Context(
         scope=principal.scope(cmd.scope),
         is_agent=principal.is_agent,
         now=datetime.now(UTC),
         new_item_id=lambda: new_item_id(env.stream_id, env.command_id),
-        seal=seal_for,
+        seal=_sealer(keys),
         open=lambda sealed: open_sealed(sealed, keys[sealed.key_id]),
         content_hash=lambda text: master.content_hash(principal.org, text),
         key_hash=lambda key: master.key_hash(principal.org, key),
         source_hash=lambda source: master.source_hash(principal.org, source),
         is_admin="admin" in principal.roles,
-        targets=frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal)),
-        forgotten_targets=frozenset(
-            i for i, t in looked_up.targets.items() if t.forgotten_for(principal)
-        ),
+        targets=_visible_targets(looked_up, principal),
+        forgotten_targets=_forgotten_targets(looked_up, principal),
         member=principal.member,
         keep_revisions=limits.keep_revisions,
         max_candidates_per_run=limits.max_candidates_per_run,
@@ -156,6 +169,21 @@ def context_for(
         session=principal.session,
         copies_ready=command_key(env) not in looked_up.unready,
     )
+
+
+def _sealer(keys: dict[str, bytes]) -> Callable[[str, str], Any]:
+    def seal_for(item_id: str, text: str) -> Any:
+        return seal(item_id, keys[item_id], text)
+
+    return seal_for
+
+
+def _visible_targets(looked_up: Lookups, principal: Principal) -> frozenset[str]:
+    return frozenset(i for i, t in looked_up.targets.items() if t.visible_to(principal))
+
+
+def _forgotten_targets(looked_up: Lookups, principal: Principal) -> frozenset[str]:
+    return frozenset(i for i, t in looked_up.targets.items() if t.forgotten_for(principal))
 
 
 def repeat_reply(
@@ -174,39 +202,71 @@ def repeat_reply(
     org's memory is off (``memory_on``: QA, it read the memory's state then)."""
     env = d.envelope
     assert env is not None
+    refusal = _repeat_refusal(verifier, env, d.appended_at, state, master, first, memory_on)
+    if refusal is not None:
+        return refused(env, refusal)
+    if env.once:  # the id names one act: its first answer, whatever the repeat carries
+        return repeated(env, first, same=True)
+    return _repeat_compared(verifier, env, d.appended_at, state, keys, partition, master, first)
+
+
+def _repeat_refusal(
+    verifier: TokenVerifier,
+    env: CommandEnvelope,
+    appended_at: float | None,
+    state: StreamState,
+    master: MasterKey,
+    first: dict[str, Any],
+    memory_on: bool,
+) -> DomainError | None:
+    """Why a repeat is refused whatever it carries: its caller, memory off for an agent,
+    or the memory it made gone."""
     try:
-        principal = caller(verifier, env, issued_at(env, master, d.appended_at))
+        principal = caller(verifier, env, issued_at(env, master, appended_at))
     except DomainError as exc:
-        return refused(env, exc)
+        return exc
     if principal.is_agent and not memory_on:
-        return refused(env, MemoryOff("memory is off for this org (its policy's memory)"))
+        return MemoryOff("memory is off for this org (its policy's memory)")
+    return _made_gone(env, state, first)
+
+
+def _made_gone(env: CommandEnvelope, state: StreamState, first: dict[str, Any]) -> Gone | None:
     own = state.items.get(new_item_id(env.stream_id, env.command_id))
     if own is not None and own.status == "forgotten":
-        # Not its first answer, which named the memory as it was: the gateway, which cannot
-        # seal a retry under the shredded key, answers so too (QA: the paths differed).
-        if env.once:  # an id that names the act: there is no new one to send (QA)
-            return refused(
-                env,
-                Gone(
-                    f"this was done once already, as memory {own.item_id}, "
-                    "since forgotten or moved: it is not done again"
-                ),
-            )
-        return refused(env, Gone("this command id belongs to a forgotten memory; send a new one"))
+        return _own_gone(env, own.item_id)
     moved = env.type == MoveMemory.__name__
     copy = state.items.get(str(first.get("item_id"))) if moved else None
     if copy is not None and copy.status == "forgotten":  # as a save's (QA: it said active)
-        return refused(
-            env,
-            Gone(
-                "this move's copy is gone: the move was undone, or the copy since moved "
-                "on or forgotten"
-            ),
+        return Gone(
+            "this move's copy is gone: the move was undone, or the copy since moved on or forgotten"
         )
-    if env.once:  # the id names one act: its first answer, whatever the repeat carries
-        return repeated(env, first, same=True)
+    return None
+
+
+def _own_gone(env: CommandEnvelope, item_id: str) -> Gone:
+    # Not its first answer, which named the memory as it was: the gateway, which cannot
+    # seal a retry under the shredded key, answers so too (QA: the paths differed).
+    if env.once:  # an id that names the act: there is no new one to send (QA)
+        return Gone(
+            f"this was done once already, as memory {item_id}, "
+            "since forgotten or moved: it is not done again"
+        )
+    return Gone("this command id belongs to a forgotten memory; send a new one")
+
+
+def _repeat_compared(
+    verifier: TokenVerifier,
+    env: CommandEnvelope,
+    appended_at: float | None,
+    state: StreamState,
+    keys: dict[str, bytes],
+    partition: tuple[int, int],
+    master: MasterKey,
+    first: dict[str, Any],
+) -> CommandReply:
+    """Its first answer when the repeat is the request first decided, else its refusal."""
     try:
-        _, cmd = authorise(verifier, env, keys, d.appended_at, partition, master)
+        _, cmd = authorise(verifier, env, keys, appended_at, partition, master)
     except Gone:  # its text sealed under the command's own key, shredded once decided
         return repeated(env, first, same=True)  # (the gateway's record sent again)
     except DomainError as exc:
