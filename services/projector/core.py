@@ -7,6 +7,8 @@ replayed after a crash converges to the same rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 from contracts.envelope import EventHeader
 from contracts.events import (
     NEUTRAL,
@@ -16,6 +18,8 @@ from contracts.events import (
     MemoryStatusChanged,
 )
 from services.projector.writes import Context, Opened, Write, writes_of
+
+Decoded = tuple[Any, EventHeader, Event]  # a fetched record, its envelope and its event
 
 
 def org_scope(stream_id: str) -> tuple[str, str]:
@@ -69,3 +73,21 @@ def project(env: EventHeader, event: Event, opened: Opened) -> list[Write]:
     """The row writes ``event`` implies, in its type's order (``writes.writes_of``)."""
     org, scope = org_scope(env.stream_id)
     return writes_of(event, Context(env, opened, org, scope, env.actor.model_dump_json()))
+
+
+def audit_row(env: EventHeader, event: Event) -> tuple[Any, ...]:
+    org, scope = org_scope(env.stream_id)
+    return (
+        env.stream_id,
+        env.seq,
+        env.event_id,
+        env.type,
+        event.item_id,
+        org,
+        scope,
+        getattr(event, "revision", None),
+        env.actor.model_dump_json(),
+        env.command_id,
+        env.occurred_at,
+        env.made_by,
+    )
