@@ -24,6 +24,8 @@ from contracts.events import MemoryForgotten, MemoryRemembered, decode_event
 from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.tracking import DeadLetter, OffsetRow
+from services.projector.adapters.guard import guard
+from services.projector.adapters.marks import marked, record_charges, record_inferences
 from services.projector.core import (
     WRITE_ORDER,
     Decoded,
@@ -33,8 +35,6 @@ from services.projector.core import (
     status_after,
     touches_active,
 )
-from services.projector.guard import guard
-from services.projector.marks import marked, record_charges, record_inferences
 from services.projector.opening import key_ids, open_event
 
 Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")

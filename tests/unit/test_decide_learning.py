@@ -16,7 +16,7 @@ from contracts.events import Event, MemoryRemembered, MemoryRevised, MemoryStatu
 from services.command.context import Context
 from services.command.errors import AlreadyHeld, DomainError
 from services.command.state import StreamState
-from services.projector.marks import inference_marks
+from services.projector.adapters.marks import inference_marks
 from tests.unit.conftest import make_context, run, unseal
 
 

@@ -16,7 +16,7 @@ from engram.logging import get_logger
 from services.projector.core import Decoded, audit_row
 
 log = get_logger(__name__)
-Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
+Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
 
 
 async def guard(
