@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
-EMBEDDED = Counter("engram_indexer_embedded_total", "Texts embedded", ["model", "path"])
-WRITTEN = Counter("engram_indexer_vectors_written_total", "Vectors committed", ["path"])
+EMBEDDED = Counter(
+    "engram_indexer_embedded_total",
+    "Texts embedded (a long memory's: one a passage)",
+    ["model", "path"],
+)
+WRITTEN = Counter(
+    "engram_indexer_vectors_written_total",
+    "Items whose vectors (one a passage) were committed",
+    ["path"],
+)
 DROPPED = Counter(
     "engram_indexer_vectors_dropped_total",
-    "Embeddings not committed: the item was forgotten or changed meanwhile",
+    "Items whose embeddings were not committed: forgotten or changed meanwhile",
     ["reason"],
 )
 DEAD_LETTERED = Counter(
