@@ -24,25 +24,24 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import asyncpg
-from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from prometheus_client import Counter
 
+from engram.dead_lettering import DeadLettering
 from engram.faults import UNSTORABLE, of_the_moment
-from engram.kafka import broker_answers, consumer, dead_letter
+from engram.kafka import broker_answers, consumer
 from engram.logging import get_logger
+from engram.stored_offsets import OFFSETS_UPSERT as OFFSETS_UPSERT  # the projector stores too
+from engram.stored_offsets import RECOVERY_FIRST_SECONDS, OffsetRow, StoredOffsets
 
 log = get_logger(__name__)
 
 # On every follower's /metrics (the projector's, the indexer's, the extractor's).
 APPLIED = Counter("engram_records_applied_total", "Records applied, offsets stored", ["service"])
-DEAD_LETTERED = Counter(
-    "engram_records_dead_lettered_total", "Records sent to the dead-letter topic", ["service"]
-)
 Record = Any  # aiokafka.ConsumerRecord[bytes, bytes]
 # The records of one fetch (of one or several partitions), in one transaction.
 BatchHandler = Callable[[asyncpg.Connection, list[Record]], Awaitable[None]]
 Batches = dict[TopicPartition, list[Record]]
-OffsetRow = tuple[str, str, int, int]  # consumer (the group id), topic, partition, next offset
 # Apply the records and store the offsets in one statement; False when it wrote nothing.
 OneStatement = Callable[[asyncpg.Connection, list[Record], list[OffsetRow]], Awaitable[bool]]
 P = TypeVar("P")
@@ -50,15 +49,6 @@ DeadLetter = Callable[[Record, str], Awaitable[None]]
 Prepare = Callable[[list[Record], DeadLetter], Awaitable[P]]
 Write = Callable[[asyncpg.Connection, P], Awaitable[None]]
 PreparedOneStatement = Callable[[asyncpg.Connection, P, list[OffsetRow]], Awaitable[bool]]
-# How long a follower waits after a fault of the moment before it reads its stored offsets
-# again, doubling while the database stays away.
-RECOVERY_FIRST_SECONDS = 0.5
-RECOVERY_MAX_SECONDS = 10.0
-OFFSETS_UPSERT = (
-    "INSERT INTO {table} (consumer, topic, partition, next_offset) "
-    "VALUES ($1, $2, $3, $4) ON CONFLICT (consumer, topic, partition) "
-    "DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()"
-)
 
 
 class PoisonMessageError(Exception):
@@ -83,6 +73,21 @@ class _Seek(ConsumerRebalanceListener):
 
 
 class TrackedFollower:
+    """Follows ``topic`` as ``group_id``: each fetch applied by ``handle`` (or
+    ``one_statement``), its offsets stored in ``offsets_table`` in the same transaction.
+
+    ``parallel``: split a fetch of more than ``split_above`` records into one
+    transaction per partition, applied concurrently; only for a handler whose writes
+    never share rows across partitions (and the pool needs a connection per partition,
+    plus what the handler takes). A smaller fetch is one transaction: under a light
+    load a fetch holds a few records of several partitions, and one commit for all of
+    them costs less than one each.
+
+    ``gather_ms``: let the broker hold each fetch until a megabyte has gathered or this
+    long has passed (0: answer as soon as anything arrives). For a follower nobody
+    waits on: under a light load it wakes a few times a second instead of for every
+    transaction, which saves the broker and itself several milliseconds of CPU each."""
+
     def __init__(
         self,
         *,
@@ -99,69 +104,23 @@ class TrackedFollower:
         gather_ms: int = 0,
         one_statement: OneStatement | None = None,
     ) -> None:
-        """``parallel``: split a fetch of more than ``split_above`` records into one
-        transaction per partition, applied concurrently; only for a handler whose writes
-        never share rows across partitions (and the pool needs a connection per partition,
-        plus what the handler takes). A smaller fetch is one transaction: under a light
-        load a fetch holds a few records of several partitions, and one commit for all of
-        them costs less than one each.
-
-        ``gather_ms``: let the broker hold each fetch until a megabyte has gathered or this
-        long has passed (0: answer as soon as anything arrives). For a follower nobody
-        waits on: under a light load it wakes a few times a second instead of for every
-        transaction, which saves the broker and itself several milliseconds of CPU each."""
         self.lock = asyncio.Lock()
         self.topic = topic
         gather = {"fetch_min_bytes": 1 << 20, "fetch_max_wait_ms": gather_ms} if gather_ms else {}
         self.consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch, **gather)
-        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-        self._pool = pool
-        self._table = offsets_table
-        self._group = group_id
-        self._service = service
-        self._handle = handle
-        self._one_statement = one_statement
-        self._max_batch = max_batch
-        self._parallel = parallel
-        self._split_above = split_above
+        self._letters = DeadLettering(bootstrap, service)
+        self._pool, self._service = pool, service
+        self._stored = StoredOffsets(
+            pool, table=offsets_table, group=group_id, topic=topic, service=service
+        )
+        self._handle, self._one_statement = handle, one_statement
+        self._max_batch, self._parallel, self._split_above = max_batch, parallel, split_above
         self.applied = 0
         self.positions: dict[int, int] = {}
         self.next_offset: dict[TopicPartition, int] = {}
-        # The records of the fetch being applied that were dead-lettered: a fetch applied
-        # again record by record (one Postgres refused) decodes them again, and each gets
-        # one letter (QA: they got two).
-        self._lettered: set[tuple[str, int, int]] = set()
-
-    async def stored_offsets(self) -> dict[int, int]:
-        rows = await self._pool.fetch(
-            f"SELECT partition, next_offset FROM {self._table} WHERE consumer = $1 AND topic = $2",
-            self._group,
-            self.topic,
-        )
-        return {r["partition"]: r["next_offset"] for r in rows}
-
-    async def stored_offsets_when_readable(self) -> dict[int, int]:
-        """The stored offsets, waiting out a fault of the moment (0.5 s, doubling to 10 s):
-        a partition assigned while the database is away stays paused until they are read,
-        never fetched from anywhere else."""
-        delay = RECOVERY_FIRST_SECONDS
-        while True:
-            try:
-                return await self.stored_offsets()
-            except Exception as fault:
-                if not of_the_moment(fault):
-                    raise
-                log.warning(
-                    "stored_offsets_unreadable",
-                    service=self._service,
-                    error=repr(fault)[:300],
-                    retry_seconds=delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECOVERY_MAX_SECONDS)
 
     async def run(self) -> None:
-        await self._producer.start()
+        await self._letters.producer.start()
         self.consumer.subscribe([self.topic], listener=_Seek(self))
         await self.consumer.start()
         try:
@@ -177,7 +136,7 @@ class TrackedFollower:
                     }
                     if not batches:
                         continue
-                    self._lettered.clear()
+                    self._letters.next_fetch()
                     try:
                         try:
                             await self._apply_fetch(batches)
@@ -189,7 +148,7 @@ class TrackedFollower:
                         await self._recover(exc)
         finally:
             await self.consumer.stop()
-            await self._producer.stop()
+            await self._letters.producer.stop()
 
     async def _recover(self, fault: BaseException) -> None:
         """After a fault of the moment (the database restarting, a connection cut, the
@@ -206,7 +165,7 @@ class TrackedFollower:
     async def seek_stored(self, partitions: Iterable[TopicPartition]) -> dict[int, int]:
         """Put these partitions at their stored offsets (0 for one never stored), once the
         database answers; the offsets, by partition."""
-        stored = await self.stored_offsets_when_readable()
+        stored = await self._stored.read_when_readable()
         offsets = {}
         for tp in partitions:
             offsets[tp.partition] = offset = stored.get(tp.partition, 0)
@@ -237,24 +196,20 @@ class TrackedFollower:
                 except UNSTORABLE as exc:
                     await self.dead_letter(record, f"not storable: {exc!r}")
                     async with self._pool.acquire() as conn:
-                        row = (self._group, tp.topic, tp.partition, record.offset + 1)
-                        await conn.executemany(OFFSETS_UPSERT.format(table=self._table), [row])
+                        await self._stored.store(conn, [self._stored.row(tp, record.offset + 1)])
                     self.positions[tp.partition] = self.next_offset[tp] = record.offset + 1
 
     async def _apply(self, batches: Batches) -> None:
         """The records and each partition's offset: in one statement when the follower has
         a one-statement path that takes them, else in one transaction with the handler."""
         records = [r for part in batches.values() for r in part]
-        offsets: list[OffsetRow] = [
-            (self._group, tp.topic, tp.partition, part[-1].offset + 1)
-            for tp, part in batches.items()
-        ]
+        offsets = [self._stored.row(tp, part[-1].offset + 1) for tp, part in batches.items()]
         async with self._pool.acquire() as conn:
             fast = self._one_statement
             if fast is None or not await fast(conn, records, offsets):
                 async with conn.transaction():
                     await self._handle(conn, records)
-                    await conn.executemany(OFFSETS_UPSERT.format(table=self._table), offsets)
+                    await self._stored.store(conn, offsets)
         self.applied += len(records)
         APPLIED.labels(self._service).inc(len(records))
         for tp, part in batches.items():
@@ -265,28 +220,7 @@ class TrackedFollower:
 
     async def dead_letter(self, record: Record, error: str) -> None:
         """Publish a poison record with its error before its offset is stored; once."""
-        where = (record.topic, record.partition, record.offset)
-        if where in self._lettered:
-            return
-        self._lettered.add(where)
-        DEAD_LETTERED.labels(self._service).inc()
-        topic, key, value = dead_letter(
-            self._service,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            error=error,
-        )
-        await self._producer.send_and_wait(topic, value, key=key)
-        log.error(
-            "dead_lettered",
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            error=error[:500],
-        )
+        await self._letters.send(record, error)
 
 
 class PreparingFollower(TrackedFollower, Generic[P]):
@@ -343,7 +277,7 @@ class PreparingFollower(TrackedFollower, Generic[P]):
         if not assigned:
             return {}
         ends = await self.consumer.end_offsets(assigned)
-        stored = await self.stored_offsets()
+        stored = await self._stored.read()
         busy = self.lock.locked()  # a fetched batch is being applied: count it as lag
         lag: dict[int, int] = {}
         for tp in assigned:

@@ -26,12 +26,12 @@ async def test_a_record_of_one_fetch_is_lettered_once() -> None:
                                pool=None, offsets_table="projector.offsets",  # type: ignore[arg-type]
                                service="projector", handle=handle)
     producer = Producer()
-    follower._producer = producer  # type: ignore[assignment]
+    follower._letters.producer = producer  # type: ignore[assignment]
     poison = SimpleNamespace(topic="engram.events", partition=0, offset=38, key=b"k",
                              value=b"not json {")
     await follower.dead_letter(poison, "undecodable event")
     await follower.dead_letter(poison, "undecodable event")  # the fetch, record by record
     assert [topic for topic, _ in producer.sent] == ["engram.dlq.projector"]
-    follower._lettered.clear()  # the next fetch: the same offset read again is lettered
+    follower._letters.next_fetch()  # the same offset read again is lettered
     await follower.dead_letter(poison, "undecodable event")
     assert len(producer.sent) == 2
