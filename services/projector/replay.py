@@ -8,31 +8,28 @@ live projector's group id, so a swap knows what the shadow holds."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-from aiokafka import TopicPartition
 
 from contracts import topics
 from engram.crypto import MasterKey
 from engram.db import create_pool, migrate, migrate_shared
-from engram.faults import UNSTORABLE
-from engram.kafka import consumer, partition_count
+from engram.kafka import partition_count
 from engram.keystore import KeyStore
-from engram.tracking import OFFSETS_UPSERT
 from services.projector.handlers import EventProjector
+from services.projector.ranges import Progress, apply_range
 from services.projector.settings import ProjectorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
-Progress = Callable[[str], None]
 GROUP_ID = ProjectorSettings.model_fields["group_id"].default
-STORE_OFFSET = OFFSETS_UPSERT.format(table="projector.offsets")
 
 # Rows that must match between a replay and the live read models (no wall-clock columns).
 CHECKSUM_QUERIES = {
@@ -133,32 +130,61 @@ async def replay(
     started = time.monotonic()
     await migrate_shared(shadow_dsn)
     await migrate(shadow_dsn, "projector", SQL_DIR)
+    async with live_and_shadow(live_dsn, shadow_dsn) as (live, shadow):
+        poison = _Poison()
+        projector = EventProjector(KeyStore(live, master), poison.skip)
+        prefix = _key_prefix(org_pattern)
+        count = await _apply_all(shadow, projector, bootstrap, progress, prefix, group_id)
+        return await _report(live, shadow, org_pattern, count, started, poison)
+
+
+@contextlib.asynccontextmanager
+async def live_and_shadow(
+    live_dsn: str, shadow_dsn: str
+) -> AsyncIterator[tuple[asyncpg.Pool, asyncpg.Pool]]:
+    """A small pool on each database, both closed on the way out."""
     live = await create_pool(live_dsn, max_size=2)
     shadow = await create_pool(shadow_dsn, max_size=2)
     try:
-        poison: dict[tuple[int, int], str] = {}  # (partition, offset): why, once each
-
-        async def skip_poison(record: Any, error: str) -> None:
-            poison[(record.partition, record.offset)] = error  # dead-lettered live already
-
-        projector = EventProjector(KeyStore(live, master), skip_poison)
-        prefix = (
-            None
-            if org_pattern == "%"
-            else org_pattern.rstrip("%").encode() + (b"" if org_pattern.endswith("%") else b"/")
-        )
-        count = await _apply_all(shadow, projector, bootstrap, progress, prefix, group_id)
-        async with shadow.acquire() as s, live.acquire() as lv:
-            return ReplayReport(
-                count - len(poison),
-                round(time.monotonic() - started, 2),
-                await checksum(s, org_pattern),
-                await checksum(lv, org_pattern),
-                tuple(poison.values()),
-            )
+        yield live, shadow
     finally:
         await live.close()
         await shadow.close()
+
+
+class _Poison:
+    """The records a replay skipped, each with why, once each."""
+
+    def __init__(self) -> None:
+        self.why: dict[tuple[int, int], str] = {}  # (partition, offset): why
+
+    async def skip(self, record: Any, error: str) -> None:
+        self.why[(record.partition, record.offset)] = error  # dead-lettered live already
+
+
+def _key_prefix(org_pattern: str) -> bytes | None:
+    """What the keys of the compared orgs' streams start with (None: every org's)."""
+    if org_pattern == "%":
+        return None
+    return org_pattern.rstrip("%").encode() + (b"" if org_pattern.endswith("%") else b"/")
+
+
+async def _report(
+    live: asyncpg.Pool,
+    shadow: asyncpg.Pool,
+    org_pattern: str,
+    count: int,
+    started: float,
+    poison: _Poison,
+) -> ReplayReport:
+    async with shadow.acquire() as s, live.acquire() as lv:
+        return ReplayReport(
+            count - len(poison.why),
+            round(time.monotonic() - started, 2),
+            await checksum(s, org_pattern),
+            await checksum(lv, org_pattern),
+            tuple(poison.why.values()),
+        )
 
 
 async def _apply_all(
@@ -182,71 +208,3 @@ async def _apply_all(
         prefix,
         group_id if prefix is None else None,
     )
-
-
-async def _apply(
-    shadow: asyncpg.Pool,
-    projector: EventProjector,
-    records: list[Any],
-    group_id: str | None,
-    tp: TopicPartition,
-    reached: int,
-) -> None:
-    async with shadow.acquire() as conn, conn.transaction():
-        await projector.handle_batch(conn, records)
-        if group_id is not None:
-            await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, reached)
-
-
-async def apply_range(
-    shadow: asyncpg.Pool,
-    projector: EventProjector,
-    bootstrap: str,
-    starts: dict[int, int],
-    stops: dict[int, int] | None,
-    progress: Progress | None,
-    prefix: bytes | None,
-    group_id: str | None,
-) -> int:
-    """Apply each partition's events from ``starts`` to ``stops`` (default: its end as of
-    now) into the shadow; with ``group_id``, store the offsets reached with the rows."""
-    events = consumer(bootstrap)
-    await events.start()
-    count = 0
-    try:
-        tps = [TopicPartition(topics.EVENTS, p) for p in starts]
-        events.assign(tps)
-        ends = await events.end_offsets(tps)
-        for tp in tps:
-            stop = ends[tp] if stops is None else stops[tp.partition]
-            events.seek(tp, starts[tp.partition])
-            while (position := await events.position(tp)) < stop:
-                fetched = await events.getmany(tp, timeout_ms=500, max_records=2000)
-                records = [r for r in fetched.get(tp, []) if r.offset < stop]
-                if not records:
-                    continue
-                reached = records[-1].offset + 1
-                if prefix is not None:  # only the streams of the org being compared
-                    records = [r for r in records if (r.key or b"").startswith(prefix)]
-                try:
-                    await _apply(shadow, projector, records, group_id, tp, reached)
-                except UNSTORABLE:  # a record Postgres refuses: find it and let it go, as live
-                    for one in records:
-                        try:
-                            await _apply(shadow, projector, [one], group_id, tp, one.offset + 1)
-                        except UNSTORABLE as exc:
-                            await projector.dead_letter(one, f"not storable: {exc!r}")
-                    if group_id is not None:
-                        async with shadow.acquire() as conn:
-                            await conn.execute(
-                                STORE_OFFSET, group_id, tp.topic, tp.partition, reached
-                            )
-                count += len(records)
-                if progress:
-                    progress(f"partition {tp.partition}: {position}/{stop} ({count} events)")
-            if group_id is not None:  # an empty partition, or one read to its end already
-                async with shadow.acquire() as conn:
-                    await conn.execute(STORE_OFFSET, group_id, tp.topic, tp.partition, stop)
-        return count
-    finally:
-        await events.stop()

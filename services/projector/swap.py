@@ -33,10 +33,10 @@ import asyncpg
 
 from contracts import topics
 from engram.crypto import MasterKey
-from engram.db import create_pool
 from engram.keystore import KeyStore
 from services.projector.handlers import EventProjector
-from services.projector.replay import GROUP_ID, Progress, apply_range, checksum
+from services.projector.ranges import Progress, apply_range
+from services.projector.replay import GROUP_ID, checksum, live_and_shadow
 
 SCHEMAS = ("memory", "projector")
 LOCK_ATTEMPTS = 5
@@ -67,70 +67,96 @@ async def swap(
     progress: Progress | None = None,
 ) -> SwapReport:
     started = time.monotonic()
-    say = progress or (lambda _: None)
-    live = await create_pool(live_dsn, max_size=2)
-    shadow = await create_pool(shadow_dsn, max_size=2)
-    try:
-        tables = await _projection_tables(shadow)
-        missing = set(tables) - set(await _projection_tables(live))
-        if missing:
-            raise SwapError(f"the live database lacks {sorted(missing)}: run `engram setup`")
-        async with shadow.acquire() as conn:
-            if await _offsets(conn, group_id) == {}:
-                raise SwapError(
-                    "the shadow holds no whole replay (a replay of one org's streams cannot "
-                    "be swapped in): run `engram replay` without --org first"
-                )
-
-        async def catch_up(conn: asyncpg.Connection) -> int:
-            """Apply to the shadow the events between its offsets and the live ones."""
-            async with shadow.acquire() as s:
-                have = await _offsets(s, group_id)
-            want = await _offsets(conn, group_id)
-            behind = {p: n for p, n in have.items() if want.get(p, 0) > n}
-            if not behind:
-                return 0
-            projector = EventProjector(KeyStore(live, master), _skip_poison)
-            return await apply_range(
-                shadow,
-                projector,
-                bootstrap,
-                behind,
-                {p: want[p] for p in behind},
-                progress,
-                None,
-                group_id,
-            )
-
+    async with live_and_shadow(live_dsn, shadow_dsn) as (live, shadow):
+        run = _Swap(live, shadow, bootstrap, master, group_id, lock_timeout_seconds, progress)
+        tables = await _tables_to_swap(run)
         async with live.acquire() as conn:
-            report = SwapReport(caught_up=await catch_up(conn))
-            say(f"shadow caught up with the live projector ({report.caught_up} events)")
-            for attempt in range(1, LOCK_ATTEMPTS + 1):
-                try:
-                    async with conn.transaction():
-                        await _lock(conn, tables, lock_timeout_seconds)
-                        say("live read models locked")
-                        report.caught_up += await catch_up(conn)
-                        report.rows = await _copy(shadow, conn, tables, say)
-                        async with shadow.acquire() as s:
-                            report.checksum = await checksum(s)
-                        if await checksum(conn) != report.checksum:
-                            raise SwapError("the copied rows differ from the shadow's: rolled back")
-                    break
-                except asyncpg.DeadlockDetectedError:
-                    if attempt == LOCK_ATTEMPTS:
-                        raise SwapError(
-                            f"{LOCK_ATTEMPTS} deadlocks with readers in a row; nothing was "
-                            "swapped: try again"
-                        ) from None
-                    say("deadlock with a reader while locking: rolled back, trying again")
-                except asyncpg.PostgresError as exc:  # e.g. a table whose columns differ
-                    raise SwapError(f"{exc.__class__.__name__}: {exc}; rolled back") from exc
+            report = SwapReport(caught_up=await _catch_up(run, conn))
+            run.say(f"shadow caught up with the live projector ({report.caught_up} events)")
+            await _swap_locked(run, conn, tables, report)
             report.seconds = round(time.monotonic() - started, 2)
             return report
-    finally:
-        await live.close()
-        await shadow.close()
+
+
+@dataclass(frozen=True)
+class _Swap:
+    """One swap's two databases, and what catching the shadow up and locking take."""
+
+    live: asyncpg.Pool
+    shadow: asyncpg.Pool
+    bootstrap: str
+    master: MasterKey
+    group_id: str
+    lock_timeout_seconds: float
+    progress: Progress | None
+
+    def say(self, message: str) -> None:
+        if self.progress:
+            self.progress(message)
+
+
+async def _tables_to_swap(run: _Swap) -> list[str]:
+    """The projection's tables, once the live database has each and the shadow is whole."""
+    tables = await _projection_tables(run.shadow)
+    missing = set(tables) - set(await _projection_tables(run.live))
+    if missing:
+        raise SwapError(f"the live database lacks {sorted(missing)}: run `engram setup`")
+    async with run.shadow.acquire() as conn:
+        if await _offsets(conn, run.group_id) == {}:
+            raise SwapError(
+                "the shadow holds no whole replay (a replay of one org's streams cannot "
+                "be swapped in): run `engram replay` without --org first"
+            )
+    return tables
+
+
+async def _catch_up(run: _Swap, conn: asyncpg.Connection) -> int:
+    """Apply to the shadow the events between its offsets and the live ones."""
+    async with run.shadow.acquire() as s:
+        have = await _offsets(s, run.group_id)
+    want = await _offsets(conn, run.group_id)
+    behind = {p: n for p, n in have.items() if want.get(p, 0) > n}
+    if not behind:
+        return 0
+    projector = EventProjector(KeyStore(run.live, run.master), _skip_poison)
+    stops = {p: want[p] for p in behind}
+    return await apply_range(
+        run.shadow, projector, run.bootstrap, behind, stops, run.progress, None, run.group_id
+    )
+
+
+async def _swap_locked(
+    run: _Swap, conn: asyncpg.Connection, tables: list[str], report: SwapReport
+) -> None:
+    """The swap's transaction, begun again after a deadlock with a reader."""
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            await _swap_once(run, conn, tables, report)
+            return
+        except asyncpg.DeadlockDetectedError:
+            if attempt == LOCK_ATTEMPTS:
+                raise SwapError(
+                    f"{LOCK_ATTEMPTS} deadlocks with readers in a row; nothing was "
+                    "swapped: try again"
+                ) from None
+            run.say("deadlock with a reader while locking: rolled back, trying again")
+        except asyncpg.PostgresError as exc:  # e.g. a table whose columns differ
+            raise SwapError(f"{exc.__class__.__name__}: {exc}; rolled back") from exc
+
+
+async def _swap_once(
+    run: _Swap, conn: asyncpg.Connection, tables: list[str], report: SwapReport
+) -> None:
+    """Lock, catch up, copy and compare in one transaction: it commits only on a match."""
+    async with conn.transaction():
+        await _lock(conn, tables, run.lock_timeout_seconds)
+        run.say("live read models locked")
+        report.caught_up += await _catch_up(run, conn)
+        report.rows = await _copy(run.shadow, conn, tables, run.say)
+        async with run.shadow.acquire() as s:
+            report.checksum = await checksum(s)
+        if await checksum(conn) != report.checksum:
+            raise SwapError("the copied rows differ from the shadow's: rolled back")
 
 
 async def _lock(conn: asyncpg.Connection, tables: list[str], timeout_seconds: float) -> None:
