@@ -8,6 +8,7 @@ engram fetch-model   download the local embedding model
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
@@ -18,7 +19,10 @@ from engram.logging import configure_logging
 from engram.service import ready_settings
 
 if TYPE_CHECKING:
+    from engram.crypto import MasterKey
     from services.indexer.reindex import ReindexProgress
+    from services.projector.replay import ReplayReport
+    from services.projector.swap import SwapReport
 
 console = Console()
 err = Console(stderr=True)
@@ -52,75 +56,118 @@ def replay(
     """Rebuild the read models from engram.events offset 0 into a shadow database and
     compare them, by checksum, with the live ones; with --swap, replace the live read
     models by the shadow's atomically (the projector keeps running)."""
-    from engram.crypto import MasterKey, load_master_key
-    from services.projector.replay import ShadowError, recreate_database
-    from services.projector.replay import replay as run_replay
-    from services.projector.settings import ProjectorSettings
-    from services.projector.swap import SwapError
-    from services.projector.swap import swap as run_swap
-
     configure_logging("replay", "WARNING")  # its report on stdout; warnings on stderr
+    _check_replay_options(org, swap)
+    raise typer.Exit(asyncio.run(_rebuild(_live(), into, org, swap)))
+
+
+@dataclass(frozen=True)
+class _Live:
+    """The live side: its database, the log, the master key and the projector's group id."""
+
+    database_url: str
+    bootstrap: str
+    master: MasterKey
+    group_id: str
+
+
+def _check_replay_options(org: str, swap: bool) -> None:
     if not org:
         err.print("[red]--org: an org id, or a pattern of them (leave it out for all)[/red]")
         raise typer.Exit(2)
     if swap and org != "%":
         err.print("[red]--swap needs the whole log: leave --org out[/red]")
         raise typer.Exit(2)
+
+
+def _live() -> _Live:
+    from engram.crypto import MasterKey, load_master_key
+    from services.projector.settings import ProjectorSettings
+
     common = ready_settings()
     master = MasterKey(load_master_key(common))
     group_id = ProjectorSettings().group_id
+    return _Live(common.database_url, common.kafka_bootstrap_servers, master, group_id)
 
-    async def go() -> int:
-        try:
-            shadow = await recreate_database(common.database_url, into)
-        except ShadowError as exc:
-            err.print(f"[red]error: {exc}[/red]")
-            return 2
-        report = await run_replay(
-            common.database_url,
-            shadow,
-            common.kafka_bootstrap_servers,
-            master,
-            org_pattern=org,
-            progress=_progress,
-            group_id=group_id,
-        )
-        console.print(f"replayed {report.events} events in {report.seconds} s into {into}")
-        if report.poison:
-            console.print(
-                f"[yellow]skipped {len(report.poison)} records the live projector "
-                f"dead-lettered too (engram.dlq.projector); the first: "
-                f"{report.poison[0][:300]}[/yellow]"
-            )
-        console.print(
-            f"checksum shadow {report.shadow_checksum[:16]} live "
-            f"{report.live_checksum[:16]}: "
-            + ("[green]match[/green]" if report.matches else "[red]differ[/red]")
-        )
-        if not swap:
-            console.print(_SHADOW_HOLDS_TEXT.format(into=into))
-            return 0 if report.matches else 1
-        try:
-            swapped = await run_swap(
-                common.database_url,
-                shadow,
-                common.kafka_bootstrap_servers,
-                master,
-                group_id=group_id,
-                progress=_progress,
-            )
-        except SwapError as exc:
-            err.print(f"[red]swap failed: {exc}[/red]")
-            return 1
-        console.print(
-            f"swapped {sum(swapped.rows.values())} rows in {len(swapped.rows)} tables "
-            f"({swapped.caught_up} events caught up) in {swapped.seconds} s; live checksum "
-            f"now {swapped.checksum[:16]}."
-        )
+
+async def _rebuild(live: _Live, into: str, org: str, swap: bool) -> int:
+    """The exit code: 2 for a refused shadow, 1 for a differing replay or a failed swap."""
+    shadow = await _recreate(live, into)
+    if shadow is None:
+        return 2
+    report = await _replay_into(live, shadow, org)
+    _print_replay(report, into)
+    if not swap:
         console.print(_SHADOW_HOLDS_TEXT.format(into=into))
-        return 0
+        return 0 if report.matches else 1
+    return await _swap_in(live, shadow, into)
 
-    raise typer.Exit(asyncio.run(go()))
+
+async def _recreate(live: _Live, into: str) -> str | None:
+    from services.projector.replay import ShadowError, recreate_database
+
+    try:
+        return await recreate_database(live.database_url, into)
+    except ShadowError as exc:
+        err.print(f"[red]error: {exc}[/red]")
+        return None
+
+
+async def _replay_into(live: _Live, shadow: str, org: str) -> ReplayReport:
+    from services.projector.replay import replay
+
+    return await replay(
+        live.database_url,
+        shadow,
+        live.bootstrap,
+        live.master,
+        org_pattern=org,
+        progress=_progress,
+        group_id=live.group_id,
+    )
+
+
+def _print_replay(report: ReplayReport, into: str) -> None:
+    console.print(f"replayed {report.events} events in {report.seconds} s into {into}")
+    if report.poison:
+        console.print(
+            f"[yellow]skipped {len(report.poison)} records the live projector "
+            f"dead-lettered too (engram.dlq.projector); the first: "
+            f"{report.poison[0][:300]}[/yellow]"
+        )
+    console.print(
+        f"checksum shadow {report.shadow_checksum[:16]} live "
+        f"{report.live_checksum[:16]}: "
+        + ("[green]match[/green]" if report.matches else "[red]differ[/red]")
+    )
+
+
+async def _swap_in(live: _Live, shadow: str, into: str) -> int:
+    from services.projector.swap import SwapError, swap
+
+    try:
+        swapped = await swap(
+            live.database_url,
+            shadow,
+            live.bootstrap,
+            live.master,
+            group_id=live.group_id,
+            progress=_progress,
+        )
+    except SwapError as exc:
+        err.print(f"[red]swap failed: {exc}[/red]")
+        return 1
+    _print_swap(swapped)
+    console.print(_SHADOW_HOLDS_TEXT.format(into=into))
+    return 0
+
+
+def _print_swap(swapped: SwapReport) -> None:
+    console.print(
+        f"swapped {sum(swapped.rows.values())} rows in {len(swapped.rows)} tables "
+        f"({swapped.caught_up} events caught up) in {swapped.seconds} s; live checksum "
+        f"now {swapped.checksum[:16]}."
+    )
 
 
 def reindex(
