@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contracts import commands as c
 from engram.crypto import MasterKey
-from services.command.adapters.restore import UnsafeRow, _checkpoint_rows, _stream_of, loads
+from services.command.adapters.stored_rows import UnsafeRow, loads, rows_to_save, stream_of
 from services.command.core import decide
 from services.command.errors import DomainError
 from services.command.fold import evolve
@@ -38,7 +38,7 @@ class Stored:
         self.written = 0  # item rows written by the last save
 
     def save(self, state: StreamState) -> None:
-        rows = _checkpoint_rows(0, {state.stream_id: state}, {state.stream_id})
+        rows = rows_to_save(0, {state.stream_id: state}, {state.stream_id})
         [(_, _, self.header)] = rows.headers
         for _, item_id, position, item in rows.new:  # INSERT ... ON CONFLICT DO UPDATE
             self.items[item_id] = (position, item)
@@ -51,7 +51,7 @@ class Stored:
         ordered = sorted(self.items.values())  # ORDER BY position
         assert [p for p, _ in ordered] == list(range(len(ordered)))
         rows = [loads(r) for _, r in ordered]
-        return _stream_of(loads(self.header), rows, MASTER)
+        return stream_of(loads(self.header), rows, MASTER)
 
 
 def reloaded(state: StreamState, stored: Stored | None = None) -> StreamState:
@@ -162,7 +162,7 @@ def test_rows_of_before_the_format_still_load() -> None:
         pickle.dumps((2, replace(state, items={}), rows)))
     format_3 = loads(pickle.dumps((3, replace(state, items={}))))
     for header, item_rows in ((whole, []), (with_items, []), (format_3, rows)):
-        loaded = _stream_of(header, item_rows, MASTER)
+        loaded = stream_of(header, item_rows, MASTER)
         for item in loaded.items.values():
             item.labels = state.items[item.item_id].labels  # sealed: of before, none
         assert_same(loaded, state)  # the keys are hashed as the writer hashes them now

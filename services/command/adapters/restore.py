@@ -16,13 +16,9 @@ accept a stale base revision or reuse a ``seq``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import io
-import pickle
 import time
-from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 from aiokafka import TopicPartition
@@ -34,62 +30,41 @@ from contracts.events import Event, MemoryRemembered, decode_event
 from engram.crypto import MasterKey
 from engram.kafka import consumer
 from engram.logging import get_logger
+from services.command.adapters.stored_rows import (
+    CheckpointRows,
+    States,
+    hash_keys,
+    loads,
+    rows_to_save,
+    states_from_rows,
+)
+from services.command.adapters.stored_rows import UnsafeRow as UnsafeRow
 from services.command.fold import evolve
-from services.command.rows import changed_rows, from_rows
 from services.command.state import StreamState
 
 log = get_logger(__name__)
-States = dict[str, StreamState]
 UNPICKLE_INLINE_BYTES = 1 << 20  # more than this is unpickled in a thread
-# A stream's row: (ROW_FORMAT, its state without items); its items are rows of
-# command.stream_items. Rows of before still load: the pickled StreamState itself,
-# (2, the state without items, every item's row), and format 3, whose items kept their
-# key in plain where format 4 keeps its keyed hash (``_hash_keys``).
-ROW_FORMAT = 4
-ItemRecord = tuple[str, str, int, bytes]  # stream_id, item_id, position, pickled row
-# The only classes a checkpoint row may name. A row is read with ``loads``, which refuses
-# any other, so a row written by someone other than the writer (the tables are the owner
-# role's alone) cannot make a restore call arbitrary code, as plain ``pickle.loads`` would.
-ROW_CLASSES = frozenset(
-    {
-        ("services.command.state", "StreamState"),
-        ("services.command.state", "Item"),
-        ("services.command.state", "Revision"),
-        ("services.command.state", "Proposal"),
-        ("contracts.events", "Sealed"),
-        ("datetime", "datetime"),
-        ("datetime", "timezone"),
-        ("datetime", "timedelta"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-    }
-)
+_checkpoint_rows = rows_to_save  # bench/bench_stream_size.py times it by this name
 
-
-class UnsafeRow(pickle.UnpicklingError):
-    """A checkpoint row names a class no checkpoint holds."""
-
-
-class _RowUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in ROW_CLASSES:
-            raise UnsafeRow(f"a checkpoint row names {module}.{name}, which no checkpoint holds")
-        return super().find_class(module, name)
-
-
-def loads(row: bytes) -> Any:
-    """A checkpoint row's value, refusing any class outside ``ROW_CLASSES``."""
-    return _RowUnpickler(io.BytesIO(row)).load()
-
-
-@dataclass
-class CheckpointRows:
-    """What a checkpoint writes: the changed streams' headers, their new items (with
-    their place) and their changed items."""
-
-    headers: list[tuple[int, str, bytes]] = field(default_factory=list)
-    new: list[ItemRecord] = field(default_factory=list)
-    changed: list[tuple[str, str, bytes]] = field(default_factory=list)
+SAVE_HEADERS = """INSERT INTO command.stream_states (events_partition, stream_id, state)
+                   VALUES ($1, $2, $3)
+                   ON CONFLICT (events_partition, stream_id)
+                   DO UPDATE SET state = EXCLUDED.state"""
+SAVE_NEW_ITEMS = """INSERT INTO command.stream_items
+                           (events_partition, stream_id, item_id, position, item)
+                       SELECT $1, s, i, p, r
+                       FROM unnest($2::text[], $3::text[], $4::integer[], $5::bytea[])
+                            AS u(s, i, p, r)
+                       ON CONFLICT (events_partition, stream_id, item_id)
+                       DO UPDATE SET position = EXCLUDED.position, item = EXCLUDED.item"""
+SAVE_CHANGED_ITEMS = """UPDATE command.stream_items t SET item = u.r
+                       FROM unnest($2::text[], $3::text[], $4::bytea[]) AS u(s, i, r)
+                       WHERE t.events_partition = $1 AND t.stream_id = u.s
+                         AND t.item_id = u.i"""
+SAVE_OFFSET = """INSERT INTO command.checkpoints (events_partition, next_offset, state)
+                   VALUES ($1, $2, NULL)
+                   ON CONFLICT (events_partition) DO UPDATE
+                   SET next_offset = EXCLUDED.next_offset, state = NULL, saved_at = now()"""
 
 
 @dataclass
@@ -133,7 +108,7 @@ class Restorer:
         if row["state"] is not None:  # a whole-partition checkpoint, from before rows
             states: States = await asyncio.to_thread(loads, row["state"])
             for state in states.values():
-                _hash_keys(state, self._master)
+                hash_keys(state, self._master)
             return states, row["next_offset"], set(states)
         return {}, row["next_offset"], set()
 
@@ -155,53 +130,19 @@ class Restorer:
             )
         size = sum(len(r["state"]) for r in headers) + sum(len(r["item"]) for r in items)
         if size < UNPICKLE_INLINE_BYTES:
-            return _unpickle(headers, items, self._master)
+            return states_from_rows(headers, items, self._master)
         # Unpickling many large streams takes a while: off the event loop, which keeps the
         # other partitions' writers and the consumer's heartbeats going meanwhile.
-        return await asyncio.to_thread(_unpickle, headers, items, self._master)
+        return await asyncio.to_thread(states_from_rows, headers, items, self._master)
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
         """Write the changed streams' headers, their new and changed items, and the offset
         they are valid at, atomically."""
         # The writer awaits this before it takes another batch, so the states hold still.
-        rows = await asyncio.to_thread(_checkpoint_rows, partition, states, dirty)
+        rows = await asyncio.to_thread(rows_to_save, partition, states, dirty)
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.executemany(
-                """INSERT INTO command.stream_states (events_partition, stream_id, state)
-                   VALUES ($1, $2, $3)
-                   ON CONFLICT (events_partition, stream_id)
-                   DO UPDATE SET state = EXCLUDED.state""",
-                rows.headers,
-            )
-            if rows.new:
-                await conn.execute(
-                    """INSERT INTO command.stream_items
-                           (events_partition, stream_id, item_id, position, item)
-                       SELECT $1, s, i, p, r
-                       FROM unnest($2::text[], $3::text[], $4::integer[], $5::bytea[])
-                            AS u(s, i, p, r)
-                       ON CONFLICT (events_partition, stream_id, item_id)
-                       DO UPDATE SET position = EXCLUDED.position, item = EXCLUDED.item""",
-                    partition,
-                    *(list(column) for column in zip(*rows.new, strict=True)),
-                )
-            if rows.changed:
-                await conn.execute(
-                    """UPDATE command.stream_items t SET item = u.r
-                       FROM unnest($2::text[], $3::text[], $4::bytea[]) AS u(s, i, r)
-                       WHERE t.events_partition = $1 AND t.stream_id = u.s
-                         AND t.item_id = u.i""",
-                    partition,
-                    *(list(column) for column in zip(*rows.changed, strict=True)),
-                )
-            await conn.execute(
-                """INSERT INTO command.checkpoints (events_partition, next_offset, state)
-                   VALUES ($1, $2, NULL)
-                   ON CONFLICT (events_partition) DO UPDATE
-                   SET next_offset = EXCLUDED.next_offset, state = NULL, saved_at = now()""",
-                partition,
-                next_offset,
-            )
+            await _write_rows(conn, partition, rows)
+            await conn.execute(SAVE_OFFSET, partition, next_offset)
 
     async def _replay(
         self, partition: int, states: States, offset: int
@@ -232,44 +173,17 @@ class Restorer:
             await events.stop()
 
 
-def _unpickle(
-    headers: list[asyncpg.Record], items: list[asyncpg.Record], master: MasterKey
-) -> States:
-    rows: dict[str, list[Any]] = {}
-    for record in items:
-        rows.setdefault(record["stream_id"], []).append(loads(record["item"]))
-    return {
-        r["stream_id"]: _stream_of(loads(r["state"]), rows.get(r["stream_id"], []), master)
-        for r in headers
-    }
+async def _write_rows(conn: asyncpg.Connection, partition: int, rows: CheckpointRows) -> None:
+    await conn.executemany(SAVE_HEADERS, rows.headers)
+    if rows.new:
+        await conn.execute(SAVE_NEW_ITEMS, partition, *_columns(rows.new))
+    if rows.changed:
+        await conn.execute(SAVE_CHANGED_ITEMS, partition, *_columns(rows.changed))
 
 
-def _stream_of(stored: Any, rows: list[Any], master: MasterKey) -> StreamState:
-    if isinstance(stored, StreamState):  # a row of before item rows: the whole state
-        state = stored
-    elif stored[0] == 2:  # (2, header, every item's row), none in command.stream_items
-        state = from_rows(stored[1], stored[2])
-    else:
-        state = from_rows(stored[1], rows)
-        if stored[0] == ROW_FORMAT:
-            return state
-    _hash_keys(state, master)
-    return state
-
-
-def _hash_keys(state: StreamState, master: MasterKey) -> None:
-    """A state of before sealed labels, its items' keys in plain, as this format keeps
-    them: as keyed hashes. Its next checkpoint stores every item, so no plain key stays in
-    its rows (it is dirty as soon as it changes)."""
-    org = state.stream_id.split("/", 1)[0]
-    for item in state.items.values():
-        # An item pickled whole has the field of before (``key``); one from a row holds the
-        # plain key where ``key_hash`` is now.
-        plain = item.__dict__.pop("key", None) or item.__dict__.get("key_hash")
-        item.key_hash = master.key_hash(org, plain) if plain is not None else None
-        item.__dict__.setdefault("labels", None)
-    state.keyed = state.held = state.live = None
-    state.stored = state.touched = None  # the next checkpoint stores every item
+def _columns(rows: Sequence[tuple[object, ...]]) -> list[list[object]]:
+    """The rows as columns, as ``unnest`` takes them (one array a column)."""
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _with_key_hash(env: EventHeader, event: Event, master: MasterKey) -> Event:
@@ -279,27 +193,6 @@ def _with_key_hash(env: EventHeader, event: Event, master: MasterKey) -> Event:
         org = env.stream_id.split("/", 1)[0]
         return event.model_copy(update={"key_hash": master.key_hash(org, event.key)})
     return event
-
-
-def _checkpoint_rows(partition: int, states: States, dirty: set[str]) -> CheckpointRows:
-    rows = CheckpointRows()
-    for stream_id in sorted(dirty):
-        if (state := states.get(stream_id)) is None:
-            continue
-        header = dataclasses.replace(
-            state, items={}, stored=None, touched=None, keyed=None, held=None, live=None
-        )
-        rows.headers.append(
-            (partition, stream_id, pickle.dumps((ROW_FORMAT, header), pickle.HIGHEST_PROTOCOL))
-        )
-        items = changed_rows(state)
-        rows.new += [(stream_id, row[0], n, _pickled(row)) for n, row in items.new]
-        rows.changed += [(stream_id, row[0], _pickled(row)) for row in items.changed]
-    return rows
-
-
-def _pickled(row: tuple[Any, ...]) -> bytes:
-    return pickle.dumps(row, pickle.HIGHEST_PROTOCOL)
 
 
 def _decode(raw: bytes) -> tuple[EventHeader, Event] | None:
