@@ -25,8 +25,8 @@ from engram.billing import Account
 from engram.crypto import KeyMissingError, MasterKey, open_payload, sealed_key_ids
 from services.command.adapters.lookups import Lookups, command_key, ids_in
 from services.command.answers import json_errors
-from services.command.context import copy_item_id, new_item_id
-from services.command.state import StreamState
+from services.command.context import Copy, copy_item_id, new_item_id
+from services.command.state import Proposal, StreamState
 
 
 @dataclass
@@ -151,41 +151,65 @@ def keys_needed(
     new: list[tuple[str, str]] = []
     existing: set[str] = set()
     for d in decoded:
-        env = d.envelope
-        if env is None:
+        if (env := d.envelope) is None:
             continue
         org = env.stream_id.split("/", 1)[0]
-        own = new_item_id(env.stream_id, env.command_id)
-        if env.type in ("RememberMemory", "CorrectMemory"):
-            new.append((own, org))
         # A key for every copy read, whatever its status then: the live one decides (QA:
         # one read retracted, enabled earlier in the batch, was copied without a key). A
         # key a decision leaves unused is discarded.
         copies = looked_up.copies.get(command_key(env), ())
-        new += [(copy_item_id(own, s.item_id), org) for s in copies]
-        state = states.get(env.stream_id)
-        if state and copies:  # a key the stream holds takes the copy as a revision
-            existing |= {
-                i.item_id
-                for s in copies
-                if s.key and (i := state.active_by_key(master.key_hash(org, s.key)))
-            }
-        existing.update(ids_in(env.payload.get("item_id")))
-        # A rejection's reason is sealed under the key of the memory its proposal is on.
-        pid = env.payload.get("proposal_id")
-        proposal = (
-            state.proposals.get(pid.strip())
-            if state and state.proposals and isinstance(pid, str)
-            else None
-        )
-        if proposal is not None:
-            existing.add(proposal.item_id)
-        key = env.payload.get("key") if env.type == "RememberMemory" else None
-        # A confirmed save with a known key revises that item, under its key.
-        if state and (holder := _holder_of(state, key, master)):
-            existing.add(holder)
-        existing.update(ids_in(list(sealed_key_ids(env.payload))))
+        _add_new(new, env, org, copies)
+        _add_existing(existing, env, states.get(env.stream_id), org, copies, master)
     return new, existing
+
+
+def _add_new(
+    new: list[tuple[str, str]], env: CommandEnvelope, org: str, copies: tuple[Copy, ...]
+) -> None:
+    """The items a command may create: its own (a save's, a correction's) and its copies."""
+    own = new_item_id(env.stream_id, env.command_id)
+    if env.type in ("RememberMemory", "CorrectMemory"):
+        new.append((own, org))
+    new.extend([(copy_item_id(own, s.item_id), org) for s in copies])
+
+
+def _add_existing(
+    existing: set[str],
+    env: CommandEnvelope,
+    state: StreamState | None,
+    org: str,
+    copies: tuple[Copy, ...],
+    master: MasterKey,
+) -> None:
+    """The stored memories whose data keys a command may need: those it names, those its
+    copies revise, its proposal's, and the one holding a save's key."""
+    if state and copies:  # a key the stream holds takes the copy as a revision
+        existing.update(_revised_by_copies(state, copies, org, master))
+    existing.update(ids_in(env.payload.get("item_id")))
+    # A rejection's reason is sealed under the key of the memory its proposal is on.
+    if (proposal := _proposal_of(state, env.payload.get("proposal_id"))) is not None:
+        existing.add(proposal.item_id)
+    key = env.payload.get("key") if env.type == "RememberMemory" else None
+    # A confirmed save with a known key revises that item, under its key.
+    if state and (holder := _holder_of(state, key, master)):
+        existing.add(holder)
+    existing.update(ids_in(list(sealed_key_ids(env.payload))))
+
+
+def _revised_by_copies(
+    state: StreamState, copies: tuple[Copy, ...], org: str, master: MasterKey
+) -> set[str]:
+    return {
+        i.item_id
+        for s in copies
+        if s.key and (i := state.active_by_key(master.key_hash(org, s.key)))
+    }
+
+
+def _proposal_of(state: StreamState | None, pid: object) -> Proposal | None:
+    if state and state.proposals and isinstance(pid, str):
+        return state.proposals.get(pid.strip())
+    return None
 
 
 def sealed_key_holders(
