@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,13 +18,12 @@ import jwt
 from contracts.envelope import Actor
 from contracts.text import is_unicode
 from contracts.topics import stream_id
-from engram.logging import get_logger
+from engram.jwks import JwksKeySource
 from engram.service import StartupRefused
 from engram.settings import CommonSettings, dev_secret_file
 
 ISSUER = "engram"
 AUDIENCE = "engram"
-log = get_logger(__name__)
 
 
 # A claim that names an org, member, agent, session or project: it becomes part of a
@@ -140,27 +138,9 @@ def dev_secret() -> str:
     return dev_secret_file("jwt-hs256", lambda: secrets.token_urlsafe(48))
 
 
-# A read of the JWKS waits 3 s at most, not PyJWT's 30: the first token's and an unknown
-# key id's run on the event loop (a security review). After the first token, a thread reads
-# the key set again every 4 minutes, so the cached set (kept 10) does not expire in a
-# request while the endpoint answers; after a failed read it tries again in 10 s.
-JWKS_TIMEOUT_SECONDS = 3.0
-JWKS_KEPT_SECONDS = 600.0
-JWKS_REFRESH_SECONDS = 240.0
-JWKS_RETRY_SECONDS = 10.0
-
-
 class TokenVerifier:
     def __init__(self, settings: CommonSettings) -> None:
-        self._jwks = (
-            jwt.PyJWKClient(
-                settings.jwt_jwks_url, timeout=JWKS_TIMEOUT_SECONDS, lifespan=JWKS_KEPT_SECONDS
-            )
-            if settings.jwt_jwks_url
-            else None
-        )
-        self._refresher: threading.Thread | None = None
-        self._stopped = threading.Event()
+        self._jwks = JwksKeySource(settings.jwt_jwks_url) if settings.jwt_jwks_url else None
         self._public_key = settings.jwt_public_key
         self._secret = settings.jwt_secret
         self._cache: dict[str, tuple[Principal, float]] = {}
@@ -243,32 +223,13 @@ class TokenVerifier:
 
     def _key(self, token: str) -> Any:
         if self._jwks:
-            key = self._jwks.get_signing_key_from_jwt(token).key
-            if self._refresher is None:
-                self._refresher = threading.Thread(
-                    target=self._refresh_keys, name="jwks-refresh", daemon=True
-                )
-                self._refresher.start()
-            return key
+            return self._jwks.key(token)
         return self._public_key or self._secret
-
-    def _refresh_keys(self) -> None:
-        """Read the key set again before the cached one expires, off the event loop."""
-        assert self._jwks is not None
-        wait = JWKS_REFRESH_SECONDS
-        while not self._stopped.wait(wait):
-            try:
-                self._jwks.get_jwk_set(refresh=True)
-                wait = JWKS_REFRESH_SECONDS
-            except Exception as exc:  # the thread must outlive any failed read
-                log.warning(
-                    "jwks_refresh_failed", error=str(exc)[:300], retry_seconds=JWKS_RETRY_SECONDS
-                )
-                wait = JWKS_RETRY_SECONDS
 
     def close(self) -> None:
         """Stop reading the key set in the background."""
-        self._stopped.set()
+        if self._jwks:
+            self._jwks.close()
 
     def _algorithms(self) -> list[str]:
         return ["RS256"] if (self._jwks or self._public_key) else ["HS256"]

@@ -16,7 +16,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from engram import auth
+from engram import jwks
 from engram.auth import AUDIENCE, ISSUER, AuthError, TokenVerifier
 from engram.settings import CommonSettings
 
@@ -66,8 +66,8 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Endpoint, str]]:
         return fetch(client)
 
     monkeypatch.setattr(jwt.PyJWKClient, "fetch_data", counted)
-    monkeypatch.setattr(auth, "JWKS_REFRESH_SECONDS", 0.05)
-    monkeypatch.setattr(auth, "JWKS_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(jwks, "JWKS_REFRESH_SECONDS", 0.05)
+    monkeypatch.setattr(jwks, "JWKS_RETRY_SECONDS", 0.05)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
