@@ -1,35 +1,73 @@
 """A long memory's passages: the chunks the indexer embeds one vector each for, and
-the excerpts a search shows (seed 004: "the same chunk the ranking scored")."""
+the excerpts a search shows (seed 004: "the same chunk the ranking scored").
+
+A passage is an exact slice of the memory's text (QA: re-joined sentences had lost the
+text's line breaks and indentation), cut after a sentence or at a line's end where it
+can be, else between words, into pieces of about equal length (QA: a hard cut at the
+size had left a one-character passage, and cut words in two)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 PASSAGE_CHARS = 1200  # a memory this long or shorter is one passage, whole
-SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
+BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")  # after a sentence's end, or a line's
+SPACE = re.compile(r"\s")
 
 
 def passages(content: str, size: int = PASSAGE_CHARS) -> list[str]:
-    """Consecutive passages of at most ``size`` characters, cut between sentences
-    where possible (a single longer sentence is cut hard); a text that fits is one
+    """Consecutive passages of at most ``size`` characters; a text that fits is one
     passage, as it is."""
     if len(content) <= size:
         return [content]
-    out: list[str] = []
-    current = ""
-    for sentence in SENTENCE.split(content):
-        while len(sentence) > size:
-            if current:
-                out.append(current)
-                current = ""
-            out.append(sentence[:size])
-            sentence = sentence[size:]
-        candidate = f"{current} {sentence}" if current else sentence
-        if len(candidate) > size:
+    return [content[start:end] for start, end in spans(content, size)]
+
+
+def spans(content: str, size: int = PASSAGE_CHARS) -> list[tuple[int, int]]:
+    """Where each passage starts and ends: whole sentences or lines packed up to ``size``,
+    and one longer than that cut between words."""
+    out: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    for start, end in _segments(content):
+        if current is not None and end - current[0] <= size:
+            current = (current[0], end)
+            continue
+        if current is not None:
             out.append(current)
-            current = sentence
+        if end - start > size:
+            *whole, current = _cut(content, start, end, size)
+            out += whole
         else:
-            current = candidate
-    if current:
+            current = (start, end)
+    if current is not None:
         out.append(current)
+    return out
+
+
+def _segments(content: str) -> list[tuple[int, int]]:
+    """The sentences and lines, without the spaces and line breaks between them."""
+    out, start = [], 0
+    for gap in BREAK.finditer(content):
+        if gap.start() > start:
+            out.append((start, gap.start()))
+        start = gap.end()
+    if start < len(content):
+        out.append((start, len(content)))
+    return out
+
+
+def _cut(content: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """A segment longer than ``size`` in pieces of about equal length, each cut at the
+    last space before its share (or at the share itself when no space is near)."""
+    out = []
+    while end - start > size:
+        share = start + math.ceil((end - start) / math.ceil((end - start) / size))
+        space = max((m.start() for m in SPACE.finditer(content, start, share + 1)), default=-1)
+        cut = space if space > start + (share - start) // 2 else share
+        out.append((start, cut))
+        start = cut
+        while start < end and content[start].isspace():
+            start += 1
+    out.append((start, end))
     return out

@@ -30,11 +30,15 @@ async def search(
     # A memory's passage is the one its vector was found by (the chunk the ranking
     # scored); one found by its words alone, the one with most of the query's words, its
     # aliases' too (QA: an alias's hit showed a passage without it).
-    found_by = {c.item_id: c.passage for c in lists.get("vector", [])}
+    # The vector list reads in a transaction of its own: its passage counts only for the
+    # revision the answer shows (QA: a correction between the two reads paired revision
+    # 2's text with revision 1's passage).
+    found_by = {(c.item_id, c.revision): c.passage for c in lists.get("vector", [])}
     words = aliased or req.query
     hits = []
     for r in ranked:
-        part = excerpt(r.item.content, words, passage=found_by.get(r.item.item_id))
+        passage = found_by.get((r.item.item_id, r.item.revision))
+        part = excerpt(r.item.content, words, passage=passage)
         hits.append(
             SearchHit(
                 id=r.item.item_id,

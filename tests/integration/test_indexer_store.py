@@ -394,3 +394,30 @@ async def test_nearest_is_exact_below_a_thousand_vectors_and_through_the_graph_a
 def cosine(a: list[float], b: list[float]) -> float:
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return 1.0 - sum(x * y for x, y in zip(a, b, strict=True)) / norm
+
+
+async def test_nearest_names_each_memory_once_and_reads_on_until_it_has_the_limit(
+    pool: asyncpg.Pool, org: str
+) -> None:
+    """A long memory has a vector a passage (engram.passages): the nearest rows may hold
+    few memories (QA: 20 memories of four passages, a limit of 20: 16 found)."""
+    model, store = "hash-passages", VectorStore(pool)
+    await store.ensure_model(model, 3)
+    try:
+        rows = []
+        for n in range(20):
+            item = await put_item(pool, org, f"{org}-{n:02}", "long text " * 200)
+            rows += [
+                VectorRow(item, 1, model, [1.0, 0.01 * n + 0.001 * p, 0.0], org, "shared", p)
+                for p in range(4)
+            ]
+        assert (await store.write_vectors(rows)).written == 20
+        hits = await store.nearest(org, ["shared"], model, [1.0, 0.0, 0.0], 2.0, 20)
+        assert [h[0] for h in hits] == [f"{org}-{n:02}" for n in range(20)]  # once each
+        passages = await pool.fetch(
+            "SELECT passage FROM indexer.nearest($1, ARRAY['shared'], $2, $3, 2.0, 3)",
+            org, model, [1.0, 0.0, 0.0],
+        )  # fmt: skip
+        assert [r["passage"] for r in passages] == [0, 0, 0]  # each by its nearest passage
+    finally:
+        await drop_model(pool, model)

@@ -168,8 +168,8 @@ async def test_a_long_memory_is_found_by_a_later_passage_and_shown_as_it(
     """The model reads 256 tokens of a text: a long memory's third passage is found by its
     meaning through a vector of its own, and the search shows that passage (seed 004: the
     chunk the ranking scored)."""
-    filler = ("Shipping volumes rose in the northern warehouse region " * 50)[:2399] + "."
-    text = f"{filler} The cat sleeps on the sofa."
+    filler = ("Shipping volumes rose in the northern warehouse region " * 22)[:1189] + "."
+    text = f"{filler}\n\n{filler}\n\nThe cat sleeps on the sofa."
     assert passages(text)[2] == "The cat sleeps on the sofa."
     dsn, item = stack_settings["DATABASE_URL"], f"{org}-long"
     owner = await asyncpg.connect(dsn)

@@ -177,3 +177,21 @@ async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> Non
     await search(plain, Embedder(), ANA, SearchRequest.model_validate({"query": "q"}),  # type: ignore[arg-type]
                  NO_FEEDBACK)
     assert plain.queries == ["q"]  # names no entity: no list of aliases
+
+
+async def test_a_search_shows_the_passage_its_vector_found_for_that_revision_only() -> None:
+    """The vector list reads in a transaction of its own (QA: a correction in between
+    paired revision 2's text with revision 1's passage)."""
+    parts = [f"Part {n} is about subject number {n}. " * 30 for n in range(3)]
+    text = "\n".join(p.strip() for p in parts)
+
+    def long(revision: int, passage: int | None = None) -> Candidate:
+        return Candidate("m", revision, "shared", "fact", None, text, False, passage=passage)
+
+    request = SearchRequest.model_validate({"query": "part 0 subject", "retrieval": "hybrid"})
+    same = TwoLists(([long(2)], [long(2, passage=2)]))
+    [hit] = (await search(same, Embedder(), ANA, request, NO_FEEDBACK)).memories  # type: ignore[arg-type]
+    assert hit.truncated and hit.memory.startswith("Part 2 is about")  # the vector's passage
+    older = TwoLists(([long(2)], [long(1, passage=2)]))
+    [hit] = (await search(older, Embedder(), ANA, request, NO_FEEDBACK)).memories  # type: ignore[arg-type]
+    assert hit.memory.startswith("Part 0 is about")  # by the query's words instead

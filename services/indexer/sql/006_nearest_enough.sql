@@ -1,0 +1,70 @@
+-- indexer.nearest as in 005_passages.sql, reading further until it has p_limit memories.
+-- A long memory's passages each take a row of those read, so p_limit + 8 rows could hold
+-- far fewer memories (QA: 20 memories of four passages each, a limit of 20: 16 found).
+-- Now, while fewer than p_limit memories came and the rows read were all within the
+-- distance cut and as many as asked (there may be more), it reads four times as many,
+-- up to four times.
+CREATE OR REPLACE FUNCTION indexer.nearest(
+    p_org text, p_scopes text[], p_model text, p_query vector,
+    p_max_distance double precision, p_limit integer)
+RETURNS TABLE (item_id text, distance double precision, passage integer)
+LANGUAGE plpgsql STABLE
+SET hnsw.iterative_scan = 'relaxed_order'
+AS $fn$
+DECLARE
+    dims integer;
+    few boolean;
+    v_rows integer := p_limit + 8;
+    v_read integer;
+    v_farthest double precision;
+    v_ids text[];
+    v_distances double precision[];
+    v_passages integer[];
+BEGIN
+    SELECT m.dimensions INTO dims FROM indexer.models m WHERE m.model = p_model;
+    IF dims IS NULL THEN
+        RETURN;  -- no vector was ever written with this model
+    END IF;
+    SELECT count(*) < 1000 INTO few FROM (
+        SELECT 1 FROM indexer.vectors v
+        WHERE v.org = p_org AND v.model = p_model AND v.scope = ANY (p_scopes)
+        LIMIT 1000) AS bounded;
+    FOR attempt IN 1..4 LOOP
+        -- "+ 0" keeps the planner off the graph: only the bare distance can use it.
+        EXECUTE format($q$
+            WITH nearest AS MATERIALIZED (
+                SELECT v.item_id, v.revision, v.passage::integer AS passage,
+                       (v.embedding::vector(%1$s) <=> $1)::double precision AS distance
+                FROM indexer.vectors v
+                WHERE v.model = %2$L AND v.org = $2 AND v.scope = ANY ($3)
+                ORDER BY (v.embedding::vector(%1$s) <=> $1) %3$s
+                LIMIT $5),
+            best AS (
+                SELECT DISTINCT ON (n.item_id) n.item_id, n.revision, n.passage, n.distance
+                FROM nearest n
+                ORDER BY n.item_id, n.distance, n.passage),
+            found AS (
+                SELECT b.item_id, b.distance, b.passage
+                FROM best b JOIN memory.items i ON i.item_id = b.item_id
+                WHERE i.org = $2 AND i.status = 'active' AND i.revision = b.revision
+                  AND b.distance <= $4)
+            SELECT (SELECT array_agg(f.item_id ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT array_agg(f.distance ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT array_agg(f.passage ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT count(*)::integer FROM nearest),
+                   (SELECT max(n.distance) FROM nearest n)$q$,
+            dims, p_model, CASE WHEN few THEN '+ 0' ELSE '' END)
+        INTO v_ids, v_distances, v_passages, v_read, v_farthest
+        USING p_query, p_org, p_scopes, p_max_distance, v_rows;
+        EXIT WHEN coalesce(cardinality(v_ids), 0) >= p_limit  -- enough
+              OR v_read < v_rows                              -- no more vectors
+              OR v_farthest > p_max_distance;                 -- the rest are too far
+        v_rows := v_rows * 4;
+    END LOOP;
+    RETURN QUERY
+    SELECT u.item_id, u.distance, u.passage
+    FROM unnest(v_ids, v_distances, v_passages) WITH ORDINALITY AS u(item_id, distance, passage, n)
+    ORDER BY u.n
+    LIMIT p_limit;
+END
+$fn$;
