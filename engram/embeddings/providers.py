@@ -58,6 +58,10 @@ class EmbeddingProvider(Protocol):
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts that search (a model trained with marks tells them apart)."""
 
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        """The passage in consecutive slices the model reads whole with the title before
+        each (``embedding_text``); one slice, the passage, when it fits."""
+
 
 class RequestBudget(Protocol):
     async def reserve(self) -> bool:
@@ -100,6 +104,7 @@ class LocalProvider:
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length=spec.max_tokens)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._counter = Tokenizer.from_file(str(tokenizer_path))  # whole texts, unpadded
         options = ort.SessionOptions()
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
@@ -115,6 +120,18 @@ class LocalProvider:
 
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return await self._embed([self._spec.query_prefix + t for t in texts])
+
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        """The model reads ``max_tokens`` tokens of a text, its marks and the title among
+        them (QA: a German passage of 1,200 characters was read to its 667th): a passage
+        longer than that in slices that end with a whole word."""
+        head = self._spec.passage_prefix + (f"{title}\n" if title else "")
+        used = len(self._counter.encode(head, add_special_tokens=False).ids) + 2  # [CLS] [SEP]
+        room = max(MIN_PIECE_TOKENS, self._spec.max_tokens - used)
+        tokens = self._counter.encode(passage, add_special_tokens=False)
+        if len(tokens.ids) <= room:
+            return [passage]
+        return [passage[start:end] for start, end in _slices(tokens.offsets, tokens.tokens, room)]
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         async with self._lock:
@@ -145,6 +162,27 @@ class LocalProvider:
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32).tolist()
+
+
+MIN_PIECE_TOKENS = 32  # a slice's least room, however long the title
+
+
+def _slices(
+    offsets: Sequence[tuple[int, int]], tokens: Sequence[str], room: int
+) -> list[tuple[int, int]]:
+    """Where slices of at most ``room`` tokens start and end in the text, each cut before a
+    word's first piece (WordPiece marks the others ``##``) unless one word fills it."""
+    out, first = [], 0
+    while first < len(offsets):
+        end = min(first + room, len(offsets))
+        if end < len(offsets):
+            cut = end
+            while cut > first + 1 and tokens[cut].startswith("##"):
+                cut -= 1
+            end = cut if cut > first + 1 else end
+        out.append((offsets[first][0], offsets[end - 1][1]))
+        first = end
+    return out
 
 
 def embeddings_url(url: str) -> str:
@@ -196,6 +234,10 @@ class OpenAIProvider:
 
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return await self.embed(texts)  # the endpoint's models embed both alike
+
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        # Remote models read thousands of tokens; a passage is 1,200 characters at most.
+        return [passage]
 
     async def _post(self, texts: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._name, "input": texts}

@@ -12,7 +12,7 @@ forgotten or stale text back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
@@ -153,11 +153,27 @@ def embedding_text(title: str | None, content: str) -> str:
     return f"{title}\n{content}" if title else content
 
 
-def embedding_texts(title: str | None, content: str) -> list[str]:
-    """The texts an item's vectors stand for, one a passage (``engram.passages``): the
-    model reads only its first 256 tokens of a text, so a long memory's later passages
-    would otherwise never be found by their meaning. Each carries the title."""
-    return [embedding_text(title, part) for part in passages(content)]
+Pieces = Callable[[str | None, str], list[str]]  # EmbeddingProvider.pieces
+
+
+@dataclass(frozen=True)
+class Text:
+    """One text to embed of an item: a slice (``piece``) of one of its passages."""
+
+    passage: int
+    piece: int
+    text: str
+
+
+def embedding_texts(title: str | None, content: str, pieces: Pieces) -> list[Text]:
+    """The texts an item's vectors stand for: each passage (``engram.passages``, what a
+    search shows), in the slices the model reads whole (``pieces``), each with the title.
+    A memory of up to 1,200 characters that the model reads whole is one text, as before."""
+    return [
+        Text(n, k, embedding_text(title, piece))
+        for n, passage in enumerate(passages(content))
+        for k, piece in enumerate(pieces(title, passage))
+    ]
 
 
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

@@ -29,7 +29,16 @@ from services.indexer.adapters.store import (
     vector_rows,
     write_vectors,
 )
-from services.indexer.core import Plan, Tracked, chunks, embedding_texts, fold, org_scope, plan
+from services.indexer.core import (
+    Plan,
+    Text,
+    Tracked,
+    chunks,
+    embedding_texts,
+    fold,
+    org_scope,
+    plan,
+)
 
 log = get_logger(__name__)
 
@@ -114,6 +123,8 @@ class EventIndexer:
     async def _embed(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
     ) -> list[VectorRow]:
+        if not states:  # nothing to embed (or no model set: plan() asks for none)
+            return []
         texts = await self._open(states, records, dead_letter)
         by_id = {s.item_id: s for s in states}
         pending = [(by_id[item_id], text) for item_id, text in texts.items()]
@@ -133,35 +144,35 @@ class EventIndexer:
                     await dead_letter(records[state.item_id], f"embedding failed: {exc}")
         return rows
 
-    async def _embed_part(self, part: list[tuple[Tracked, list[str]]]) -> list[VectorRow]:
-        """One provider call for the part's items, each of their passages a text."""
+    async def _embed_part(self, part: list[tuple[Tracked, list[Text]]]) -> list[VectorRow]:
+        """One provider call for the part's items, each of their texts a vector."""
         assert self._provider is not None
         model = self._provider.model
-        vectors = await self._provider.embed([text for _, texts in part for text in texts])
+        vectors = await self._provider.embed([t.text for _, texts in part for t in texts])
         metrics.EMBEDDED.labels(model, "events").inc(len(vectors))
         flat = iter(vectors)
         return [
             row
             for s, texts in part
-            for row in vector_rows(s.item_id, s.revision, model, s.org, s.scope, flat, len(texts))
+            for row in vector_rows(s.item_id, s.revision, model, s.org, s.scope, flat, texts)
         ]
 
     async def _open(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
-    ) -> dict[str, list[str]]:
-        """Plaintext per item, a text a passage; a missing key means forgotten, and the
-        item is skipped."""
+    ) -> dict[str, list[Text]]:
+        """Plaintext per item, in the texts to embed; a missing key means forgotten, and
+        the item is skipped."""
         keys = await self._keys.get_many({s.key_id for st in states for s in _sealed(st)})
-        texts: dict[str, list[str]] = {}
+        assert self._provider is not None  # plan() embeds only when a model is set
+        texts: dict[str, list[Text]] = {}
         for state in states:
             if not all(s.key_id in keys for s in _sealed(state)):
                 continue
             try:
                 title = open_sealed(state.title, keys[state.title.key_id]) if state.title else None
                 assert state.content is not None  # plan() embeds only items with text
-                texts[state.item_id] = embedding_texts(
-                    title, open_sealed(state.content, keys[state.content.key_id])
-                )
+                content = open_sealed(state.content, keys[state.content.key_id])
+                texts[state.item_id] = embedding_texts(title, content, self._provider.pieces)
             except ValueError as exc:
                 metrics.DEAD_LETTERED.labels("unreadable").inc()
                 await dead_letter(records[state.item_id], str(exc))

@@ -123,15 +123,15 @@ async def _run(
 
 
 async def _embed(provider: EmbeddingProvider, items: list[ItemText]) -> list[VectorRow]:
-    """One provider call for the items, each of their passages a text."""
-    texts = [embedding_texts(i.title, i.content) for i in items]
-    vectors = await provider.embed([text for item in texts for text in item])
+    """One provider call for the items, each of their texts a vector."""
+    texts = [embedding_texts(i.title, i.content, provider.pieces) for i in items]
+    vectors = await provider.embed([t.text for its in texts for t in its])
     metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(vectors))
     flat, model = iter(vectors), provider.model
     return [
         row
         for i, its in zip(items, texts, strict=True)
-        for row in vector_rows(i.item_id, i.revision, model, i.org, i.scope, flat, len(its))
+        for row in vector_rows(i.item_id, i.revision, model, i.org, i.scope, flat, its)
     ]
 
 

@@ -38,10 +38,10 @@ from engram.crypto import MasterKey, load_master_key, seal
 from engram.embeddings.providers import EmbeddingProvider, LocalProvider, OpenAIProvider
 from engram.embeddings.settings import EmbeddingSettings
 from engram.keystore import KeyStore, shred
-from engram.passages import passages
 from engram.settings import CommonSettings
 from engram.tracking import PreparingFollower
 from services.indexer.adapters.store import VectorStore, create_vector_pool
+from services.indexer.core import embedding_texts
 from services.indexer.handlers import EventIndexer, Prepared
 from services.indexer.settings import IndexerSettings
 from tests.integration.test_indexer_openai import EmbeddingServer, server  # noqa: F401
@@ -278,36 +278,36 @@ LONG = " ".join(f"Sentence {n} is about the quarterly plan for team {n}." for n 
 async def test_a_long_memory_has_a_vector_a_passage_and_loses_them_with_its_text(
     stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
 ) -> None:
-    """The model reads 256 tokens of a text: each passage of a long memory gets its own
-    vector (engram.passages), of the current text only."""
+    """Each passage of a long memory (engram.passages), in the slices the model reads
+    whole, gets a vector of its own, of the current text only."""
     item = f"{stream.org}-long"
-    parts = passages(LONG)
-    assert len(parts) >= 3
+    texts = embedding_texts(None, LONG, local.pieces)
+    assert len({t.passage for t in texts}) >= 3
     await run_indexer(local)
     await stream.remember(item, LONG)
-    rows = await until(_passages(pool, item, len(parts)), "a vector a passage")
-    expected = await local.embed(parts)
+    keys = [(t.passage, t.piece) for t in texts]
+    rows = await until(_vectors(pool, item, keys), "a vector a passage's piece")
+    expected = await local.embed([t.text for t in texts])
     for row, vector in zip(rows, expected, strict=True):
         assert row["revision"] == 1
         assert row["embedding"].to_list() == pytest.approx(vector, abs=1e-6)
 
     await stream.revise(item, 2, "Now a short text.")  # one passage: the others go
-    [short] = await until(_passages(pool, item, 1, revision=2), "the short text's one vector")
-    assert short["passage"] == 0
+    await until(_vectors(pool, item, [(0, 0)], revision=2), "the short text's one vector")
     await stream.publish(MemoryForgotten(item_id=item, revisions=2))
     await until(_gone(pool, item), "forget to delete every passage's vector")
 
 
-def _passages(
-    pool: asyncpg.Pool, item_id: str, count: int, revision: int = 1
+def _vectors(
+    pool: asyncpg.Pool, item_id: str, keys: list[tuple[int, int]], revision: int = 1
 ) -> Callable[[], Awaitable[list[asyncpg.Record] | None]]:
     async def fetch() -> list[asyncpg.Record] | None:
         rows = await pool.fetch(
-            "SELECT passage, revision, embedding FROM indexer.vectors WHERE item_id = $1 "
-            "ORDER BY passage",
+            "SELECT passage, piece, revision, embedding FROM indexer.vectors "
+            "WHERE item_id = $1 ORDER BY passage, piece",
             item_id,
         )
-        done = [r["passage"] for r in rows] == list(range(count))
+        done = [(r["passage"], r["piece"]) for r in rows] == keys
         return rows if done and all(r["revision"] == revision for r in rows) else None
 
     return fetch

@@ -55,6 +55,9 @@ class HashProvider:
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("the indexer embeds memories, never queries")
 
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        return [passage]  # reads any text whole
+
     def vector(self, text: str) -> list[float]:
         digest = hashlib.sha256(f"{self.model}:{text}".encode()).digest()
         return [b / 255.0 + 0.01 for b in digest[: self.dimensions]]
@@ -67,6 +70,7 @@ class GatedProvider:
         self.model, self.dimensions, self._inner = inner.model, inner.dimensions, inner
         self.max_distance = inner.max_distance
         self.started, self.gate = asyncio.Event(), asyncio.Event()
+        self.pieces = inner.pieces
 
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("the indexer embeds memories, never queries")

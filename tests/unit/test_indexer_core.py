@@ -267,7 +267,20 @@ def test_vectors_always_hold_the_current_text_of_active_items_only(
 
 
 def test_a_long_memory_is_embedded_a_passage_at_a_time_each_with_its_title() -> None:
+    def whole(title: str | None, passage: str) -> list[str]:
+        return [passage]
+
     long = "A sentence of the long memory. " * 100
-    texts = embedding_texts("Runbook", long)
-    assert len(texts) == 3 and all(t.startswith("Runbook\n") for t in texts)
-    assert embedding_texts(None, "Short.") == [embedding_text(None, "Short.")]  # as before
+    texts = embedding_texts("Runbook", long, whole)
+    assert [(t.passage, t.piece) for t in texts] == [(0, 0), (1, 0), (2, 0)]
+    assert all(t.text.startswith("Runbook\n") for t in texts)
+    assert [t.text for t in embedding_texts(None, "Short.", whole)] == ["Short."]  # as before
+
+
+def test_a_passage_the_model_cannot_read_whole_is_embedded_in_its_pieces() -> None:
+    def halves(title: str | None, passage: str) -> list[str]:
+        return [passage[: len(passage) // 2], passage[len(passage) // 2 :]]
+
+    texts = embedding_texts("T", "A sentence. " * 150, halves)
+    assert [(t.passage, t.piece) for t in texts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(t.text.startswith("T\n") for t in texts)

@@ -54,3 +54,18 @@ async def test_vectors_are_384_dimensional_unit_length_and_independent_of_batchi
 async def test_long_texts_are_truncated_not_refused(model: LocalProvider) -> None:
     [vector] = await model.embed(["budget " * 2000])
     assert len(vector) == LOCAL_DIMENSIONS
+
+
+def test_a_passage_is_sliced_where_the_model_would_stop_reading_it() -> None:
+    """QA: a German passage of 1,200 characters was read to its 667th, Chinese to its
+    250th; each slice now fits the model's 256 tokens with its marks and the title."""
+    local = LocalProvider()
+    german = ("Die Zahlungsverarbeitung wird nachts von der Bereitschaft überwacht. " * 20)[:1190]
+    for passage in (german, "日本語のテキストです。" * 60, "Short English text."):
+        pieces = local.pieces("A title", passage)
+        assert "".join(pieces).replace(" ", "") == passage.replace(" ", "")
+        assert all(piece in passage for piece in pieces)
+        for piece in pieces:
+            assert len(local._counter.encode(f"passage: A title\n{piece}").ids) <= 256
+    assert local.pieces("A title", "Short English text.") == ["Short English text."]
+    assert len(local.pieces(None, german)) == 2

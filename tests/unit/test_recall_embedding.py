@@ -109,6 +109,9 @@ class CountingProvider:
             raise TransientEmbeddingError("HTTP 503")
         return [[float(len(t)), 0.5, 0.25] for t in texts]
 
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        return [passage]
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("recall embeds queries, never memories")
 

@@ -20,7 +20,7 @@ from pgvector.asyncpg import register_vector
 
 from contracts.events import Sealed
 from engram.db import load_queries
-from services.indexer.core import Plan, Seen, Tracked, Verdict, verdict
+from services.indexer.core import Plan, Seen, Text, Tracked, Verdict, verdict
 from services.indexer.errors import ModelMismatchError
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
@@ -37,6 +37,7 @@ class VectorRow:
     org: str
     scope: str
     passage: int = 0  # which of the item's passages (engram.passages) it stands for
+    piece: int = 0  # which slice of the passage (EmbeddingProvider.pieces)
 
 
 def vector_rows(
@@ -46,11 +47,12 @@ def vector_rows(
     org: str,
     scope: str,
     vectors: Iterator[list[float]],
-    passages: int,
+    texts: list[Text],
 ) -> list[VectorRow]:
-    """An item's vectors, the next ``passages`` of a batch's, in its passages' order."""
+    """An item's vectors, the next of a batch's, one for each of its texts."""
     return [
-        VectorRow(item_id, revision, model, next(vectors), org, scope, n) for n in range(passages)
+        VectorRow(item_id, revision, model, next(vectors), org, scope, t.passage, t.piece)
+        for t in texts
     ]
 
 
@@ -96,7 +98,10 @@ async def write_vectors(conn: asyncpg.Connection, rows: list[VectorRow]) -> Writ
     allowed = [r for r in rows if decisions[r.item_id] == "write"]
     await conn.executemany(
         Q["upsert_vector"],
-        [(r.item_id, r.model, r.revision, r.org, r.scope, r.embedding, r.passage) for r in allowed],
+        [
+            (r.item_id, r.model, r.revision, r.org, r.scope, r.embedding, r.passage, r.piece)
+            for r in allowed
+        ],
     )
     result.written = sum(1 for d in decisions.values() if d == "write")
     result.dropped.update(d for d in decisions.values() if d != "write")

@@ -56,9 +56,10 @@ WHERE v.item_id = p.item_id AND v.revision >= p.text_revision AND v.revision < p
 
 -- name: upsert_vector
 -- The passages of older text are voided first (void_vectors, same transaction).
-INSERT INTO indexer.vectors AS v (item_id, model, revision, org, scope, embedding, passage)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (item_id, model, passage) DO UPDATE
+INSERT INTO indexer.vectors AS v (item_id, model, revision, org, scope, embedding, passage,
+                                  piece)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (item_id, model, passage, piece) DO UPDATE
 SET revision = EXCLUDED.revision, embedding = EXCLUDED.embedding, created_at = now()
 WHERE EXCLUDED.revision >= v.revision
 
