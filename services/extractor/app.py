@@ -6,8 +6,10 @@ the other reads ``engram.events`` to learn which sources a forget suppresses.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,18 @@ OFFSETS = "extractor.offsets"
 log = get_logger(__name__)
 
 
+@dataclass(frozen=True)
+class Opened:
+    """What the lifespan opens before the followers (the pool, the command producer, the AI
+    path's client, the master key): both followers share it; it is closed after them."""
+
+    pool: asyncpg.Pool
+    publisher: CommandPublisher
+    client: httpx.AsyncClient
+    ai: ChatExtractor | None
+    master: MasterKey
+
+
 def create_app(
     settings: ExtractorSettings | None = None,
     common: CommonSettings | None = None,
@@ -47,57 +61,91 @@ def create_app(
     settings = settings or ExtractorSettings()
     common = common or CommonSettings()
     configure_logging("extractor", common.log_level)
+    app = FastAPI(title="Engram extractor", lifespan=_lifespan(settings, common, today))
+    install_problem_handlers(app)
+    install_health(app, _readiness(app, settings))
+    return app
 
+
+def _lifespan(
+    settings: ExtractorSettings, common: CommonSettings, today: Callable[[], date]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_shared(common.database_url)  # the AI budget, before the extractor's
-        await migrate(common.database_url, "extractor", SQL_DIR)
-        pool = await create_pool(common.database_url, max_size=4)
-        publisher = CommandPublisher(common.kafka_bootstrap_servers)
-        await publisher.start()
-        client = httpx.AsyncClient()
-        ai = _chat_extractor(settings, pool, client, today)
-        master = MasterKey(load_master_key(common))
-        await rehash_sources(pool, master)
-        turns = TurnExtractor(
-            TokenVerifier(common), publisher, ai, lambda: datetime.now(UTC), master
-        )
-        sources = SourceRecorder(master)
-        turns.follower = _follower(common, settings, pool, "turns", turns.handle_batch)
-        sources.follower = _follower(common, settings, pool, "events", sources.handle_batch)
-        app.state.followers = {"turns": turns.follower, "events": sources.follower}
-        tasks = [supervise(f.run(), f"extractor-{n}") for n, f in app.state.followers.items()]
-        # Handled turns leave the topic's disk (a turn may hold words a forget erases).
-        pruner = TableLogPruner(
-            common.kafka_bootstrap_servers,
-            settings.conversations_topic,
-            pool,
-            OFFSETS,
-            settings.group_id,
-        )
-        await pruner.start()
-        reading = turns.follower.consumer
-        tasks.append(
-            supervise(
-                pruner.run(
-                    settings.prune_seconds, lambda: {tp.partition for tp in reading.assignment()}
-                ),
-                "extractor-pruner",
-            )
-        )
-        log.info("extractor_started", port=settings.port, ai="on" if ai else "off")
+        opened = await _open(settings, common, today)
+        followers = _followers(opened, settings, common)
+        app.state.followers = followers
+        tasks = [supervise(f.run(), f"extractor-{n}") for n, f in followers.items()]
+        pruner = await _pruner(opened.pool, settings, common)
+        tasks.append(_pruning(pruner, followers["turns"], settings))
+        log.info("extractor_started", port=settings.port, ai="on" if opened.ai else "off")
         try:
             yield
         finally:
             await cancel(*tasks)
             await pruner.stop()
-            await client.aclose()
-            await publisher.stop()
-            await pool.close()
+            await opened.client.aclose()
+            await opened.publisher.stop()
+            await opened.pool.close()
 
-    app = FastAPI(title="Engram extractor", lifespan=lifespan)
-    install_problem_handlers(app)
+    return lifespan
 
+
+async def _open(
+    settings: ExtractorSettings, common: CommonSettings, today: Callable[[], date]
+) -> Opened:
+    await migrate_shared(common.database_url)  # the AI budget, before the extractor's
+    await migrate(common.database_url, "extractor", SQL_DIR)
+    pool = await create_pool(common.database_url, max_size=4)
+    publisher = CommandPublisher(common.kafka_bootstrap_servers)
+    await publisher.start()
+    client = httpx.AsyncClient()
+    ai = _chat_extractor(settings, pool, client, today)
+    master = MasterKey(load_master_key(common))
+    await rehash_sources(pool, master)
+    return Opened(pool, publisher, client, ai, master)
+
+
+def _followers(
+    opened: Opened, settings: ExtractorSettings, common: CommonSettings
+) -> dict[str, TrackedFollower]:
+    turns = TurnExtractor(
+        TokenVerifier(common), opened.publisher, opened.ai, lambda: datetime.now(UTC), opened.master
+    )
+    sources = SourceRecorder(opened.master)
+    turns.follower = _follower(common, settings, opened.pool, "turns", turns.handle_batch)
+    sources.follower = _follower(common, settings, opened.pool, "events", sources.handle_batch)
+    return {"turns": turns.follower, "events": sources.follower}
+
+
+async def _pruner(
+    pool: asyncpg.Pool, settings: ExtractorSettings, common: CommonSettings
+) -> TableLogPruner:
+    # Handled turns leave the topic's disk (a turn may hold words a forget erases).
+    pruner = TableLogPruner(
+        common.kafka_bootstrap_servers,
+        settings.conversations_topic,
+        pool,
+        OFFSETS,
+        settings.group_id,
+    )
+    await pruner.start()
+    return pruner
+
+
+def _pruning(
+    pruner: TableLogPruner, turns: TrackedFollower, settings: ExtractorSettings
+) -> asyncio.Task[None]:
+    reading = turns.consumer
+    return supervise(
+        pruner.run(settings.prune_seconds, lambda: {tp.partition for tp in reading.assignment()}),
+        "extractor-pruner",
+    )
+
+
+def _readiness(
+    app: FastAPI, settings: ExtractorSettings
+) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
         followers: dict[str, TrackedFollower] = app.state.followers
         broker = await next(iter(followers.values())).broker_answers()
@@ -110,8 +158,7 @@ def create_app(
             | {"ai": "on" if settings.ai_enabled else "off"}
         )
 
-    install_health(app, ready)
-    return app
+    return ready
 
 
 def _chat_extractor(
