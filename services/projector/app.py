@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI
 
 from contracts import topics
@@ -33,46 +35,22 @@ def create_app(
     settings = settings or ProjectorSettings()
     common = common or CommonSettings()
     configure_logging("projector", common.log_level)
+    app = FastAPI(title="Engram projector", lifespan=_lifespan(settings, common))
+    install_problem_handlers(app)
+    install_health(app, _readiness(app))
+    return app
 
+
+def _lifespan(
+    settings: ProjectorSettings, common: CommonSettings
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_shared(common.database_url)
-        await migrate(common.database_url, "projector", SQL_DIR)
-        # Partitions are applied in parallel; each may also take a connection for keys.
-        # Commits wait for the WAL flush (Postgres's default): with synchronous_commit off,
-        # a crash of Postgres (a killed backend is enough) lost the last commits, offsets
-        # and all, while the follower's position had moved past them, so they were never
-        # applied (QA). A flush costs about 0.2 ms here, once a batch.
-        pool = await create_pool(common.database_url, max_size=2 * common.partitions + 2)
-        # The dead-letter callback binds late: the follower owns the producer.
-        projector = EventProjector(
-            KeyStore(pool, MasterKey(load_master_key(common))),
-            lambda record, error: follower.dead_letter(record, error),
-        )
-        follower: PreparingFollower[list[Decoded]] = PreparingFollower(
-            prepare=projector.prepare,
-            write=projector.write,
-            one_statement=projector.apply_new_items,
-            bootstrap=common.kafka_bootstrap_servers,
-            topic=topics.EVENTS,
-            group_id=settings.group_id,
-            pool=pool,
-            offsets_table="projector.offsets",
-            service="projector",
-            max_batch=settings.max_batch,
-            # Every row the projector writes belongs to one stream, so to one partition.
-            parallel=True,
-        )
+        pool = await _open(common)
+        projector, follower = _projection(pool, settings, common)
         app.state.follower, app.state.projector, app.state.pool = follower, projector, pool
         task = supervise(follower.run(), "projector-follower")
-        vacuum = (
-            supervise(
-                vacuum_deltas(pool, lambda: follower.applied, settings.deltas_vacuum_seconds),
-                "projector-deltas-vacuum",
-            )
-            if settings.deltas_vacuum_seconds
-            else None
-        )
+        vacuum = _vacuum(pool, follower, settings)
         log.info("projector_started", port=settings.port)
         try:
             yield
@@ -80,24 +58,77 @@ def create_app(
             await cancel(task, vacuum)
             await pool.close()
 
-    app = FastAPI(title="Engram projector", lifespan=lifespan)
-    install_problem_handlers(app)
+    return lifespan
 
+
+async def _open(common: CommonSettings) -> asyncpg.Pool:
+    await migrate_shared(common.database_url)
+    await migrate(common.database_url, "projector", SQL_DIR)
+    # Partitions are applied in parallel; each may also take a connection for keys.
+    # Commits wait for the WAL flush (Postgres's default): with synchronous_commit off,
+    # a crash of Postgres (a killed backend is enough) lost the last commits, offsets
+    # and all, while the follower's position had moved past them, so they were never
+    # applied (QA). A flush costs about 0.2 ms here, once a batch.
+    return await create_pool(common.database_url, max_size=2 * common.partitions + 2)
+
+
+def _projection(
+    pool: asyncpg.Pool, settings: ProjectorSettings, common: CommonSettings
+) -> tuple[EventProjector, PreparingFollower[list[Decoded]]]:
+    # The dead-letter callback binds late: the follower owns the producer.
+    projector = EventProjector(
+        KeyStore(pool, MasterKey(load_master_key(common))),
+        lambda record, error: follower.dead_letter(record, error),
+    )
+    follower: PreparingFollower[list[Decoded]] = PreparingFollower(
+        prepare=projector.prepare,
+        write=projector.write,
+        one_statement=projector.apply_new_items,
+        bootstrap=common.kafka_bootstrap_servers,
+        topic=topics.EVENTS,
+        group_id=settings.group_id,
+        pool=pool,
+        offsets_table="projector.offsets",
+        service="projector",
+        max_batch=settings.max_batch,
+        # Every row the projector writes belongs to one stream, so to one partition.
+        parallel=True,
+    )
+    return projector, follower
+
+
+def _vacuum(
+    pool: asyncpg.Pool, follower: PreparingFollower[list[Decoded]], settings: ProjectorSettings
+) -> asyncio.Task[None] | None:
+    if not settings.deltas_vacuum_seconds:
+        return None
+    return supervise(
+        vacuum_deltas(pool, lambda: follower.applied, settings.deltas_vacuum_seconds),
+        "projector-deltas-vacuum",
+    )
+
+
+def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
+        state = app.state
         try:
-            # As the table holds them (QA: a count in memory counted again an anomaly of
-            # a batch rolled back and retried record by record, and began at 0 on restart).
-            anomalies = await app.state.pool.fetchval("SELECT count(*) FROM projector.anomalies")
+            anomalies = await _anomalies(state.pool)
         except Exception as exc:
             if not of_the_moment(exc):
                 raise
             return {"database": False, "error": repr(exc)[:300]}
         return {
-            "kafka": await app.state.follower.broker_answers(),
-            "applied": app.state.follower.applied,
-            "positions": app.state.follower.positions,
+            "kafka": await state.follower.broker_answers(),
+            "applied": state.follower.applied,
+            "positions": state.follower.positions,
             "anomalies": anomalies,
         }
 
-    install_health(app, ready)
-    return app
+    return ready
+
+
+async def _anomalies(pool: asyncpg.Pool) -> int:
+    # As the table holds them (QA: a count in memory counted again an anomaly of
+    # a batch rolled back and retried record by record, and began at 0 on restart).
+    count: int = await pool.fetchval("SELECT count(*) FROM projector.anomalies")
+    return count
