@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +42,25 @@ def create_app(
     common = common or CommonSettings()
     embedding = embedding or EmbeddingSettings()
     configure_logging("indexer", common.log_level)
+    app = FastAPI(title="Engram indexer", lifespan=_lifespan(settings, common, embedding))
+    install_problem_handlers(app)
+    install_health(app, _readiness(app, embedding))
+    return app
 
+
+def _lifespan(
+    settings: IndexerSettings, common: CommonSettings, embedding: EmbeddingSettings
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await migrate_shared(common.database_url)
-        await migrate(common.database_url, "indexer", SQL_DIR)
-        pool = await create_vector_pool(common.database_url)
+        pool = await _open(common)
         budget = DailyBudget(pool, embedding.daily_request_limit)
         try:
             async with open_provider(embedding, settings.tuning, budget) as provider:
-                if provider is not None:
-                    await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+                await _ensure_model(pool, provider)
                 follower = _follower(settings, common, pool, provider)
                 app.state.follower, app.state.provider = follower, provider
-                tasks = [supervise(follower.run(), "indexer-follower")]
-                if provider is not None and settings.reindex_on_start:
-                    tasks.append(
-                        supervise(reindex_loop(pool, provider, settings), "indexer-reindex")
-                    )
+                tasks = _supervised(follower, pool, provider, settings)
                 log.info(
                     "indexer_started",
                     port=settings.port,
@@ -73,9 +74,35 @@ def create_app(
         finally:
             await pool.close()
 
-    app = FastAPI(title="Engram indexer", lifespan=lifespan)
-    install_problem_handlers(app)
+    return lifespan
 
+
+async def _open(common: CommonSettings) -> asyncpg.Pool:
+    await migrate_shared(common.database_url)
+    await migrate(common.database_url, "indexer", SQL_DIR)
+    return await create_vector_pool(common.database_url)
+
+
+async def _ensure_model(pool: asyncpg.Pool, provider: EmbeddingProvider | None) -> None:
+    if provider is not None:
+        await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
+
+
+def _supervised(
+    follower: PreparingFollower[Prepared],
+    pool: asyncpg.Pool,
+    provider: EmbeddingProvider | None,
+    settings: IndexerSettings,
+) -> list[asyncio.Task[None]]:
+    tasks = [supervise(follower.run(), "indexer-follower")]
+    if provider is not None and settings.reindex_on_start:
+        tasks.append(supervise(reindex_loop(pool, provider, settings), "indexer-reindex"))
+    return tasks
+
+
+def _readiness(
+    app: FastAPI, embedding: EmbeddingSettings
+) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
         follower: PreparingFollower[Prepared] = app.state.follower
         provider: EmbeddingProvider | None = app.state.provider
@@ -90,8 +117,7 @@ def create_app(
             "lag_total": sum(lag.values()) if lag is not None else None,
         }
 
-    install_health(app, ready)
-    return app
+    return ready
 
 
 def _follower(
