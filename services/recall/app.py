@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI
+from starlette.datastructures import State
 
 from engram.auth import TokenVerifier
 from engram.db import create_pool, migrate, migrate_shared, with_user
@@ -17,7 +19,7 @@ from engram.ratelimit import install_rate_limit
 from engram.settings import CommonSettings
 from engram.setup import service_sql_dirs
 from services.recall import aliases, billing
-from services.recall.adapters.embedder import open_embedder
+from services.recall.adapters.embedder import CachedEmbedder, open_embedder
 from services.recall.adapters.store import RecallStore
 from services.recall.handlers import router
 from services.recall.settings import RecallSettings
@@ -34,17 +36,25 @@ def create_app(
     common = common or CommonSettings()
     embedding = embedding or EmbeddingSettings()
     configure_logging("recall", common.log_level)
+    app = FastAPI(title="Engram recall service", lifespan=_lifespan(settings, common, embedding))
+    install_problem_handlers(app)
+    install_rate_limit(app, common)
+    install_health(app, _readiness(app))
+    app.include_router(router)
+    app.include_router(billing.router)
+    app.include_router(aliases.router)
+    return app
 
+
+def _lifespan(
+    settings: RecallSettings, common: CommonSettings, embedding: EmbeddingSettings
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await _migrate(common.database_url)
-        dsn = settings.database_url or with_user(common.database_url, settings.database_role)
-        pool = await create_pool(dsn, max_size=10)  # the principal is set per transaction
+        pool = await _open(settings, common)
         try:
             async with open_embedder(embedding, settings, pool) as embedder:
-                app.state.settings, app.state.store = settings, RecallStore(pool)
-                app.state.verifier, app.state.pool = TokenVerifier(common), pool
-                app.state.embedder = embedder
+                _publish(app.state, settings, common, pool, embedder)
                 log.info("recall_started", port=settings.port, model=_model(app))
                 if embedder is not None:
                     _check_cut(
@@ -54,10 +64,29 @@ def create_app(
         finally:
             await pool.close()
 
-    app = FastAPI(title="Engram recall service", lifespan=lifespan)
-    install_problem_handlers(app)
-    install_rate_limit(app, common)
+    return lifespan
 
+
+async def _open(settings: RecallSettings, common: CommonSettings) -> asyncpg.Pool:
+    await _migrate(common.database_url)
+    dsn = settings.database_url or with_user(common.database_url, settings.database_role)
+    return await create_pool(dsn, max_size=10)  # the principal is set per transaction
+
+
+def _publish(
+    state: State,
+    settings: RecallSettings,
+    common: CommonSettings,
+    pool: asyncpg.Pool,
+    embedder: CachedEmbedder | None,
+) -> None:
+    """What the routes and the health check read from ``app.state``."""
+    state.settings, state.store = settings, RecallStore(pool)
+    state.verifier, state.pool = TokenVerifier(common), pool
+    state.embedder = embedder
+
+
+def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
         try:
             await app.state.pool.fetchval("SELECT 1")
@@ -65,11 +94,7 @@ def create_app(
             return {"database": False, "error": str(exc)}
         return {"database": True, "model": _model(app)}
 
-    install_health(app, ready)
-    app.include_router(router)
-    app.include_router(billing.router)
-    app.include_router(aliases.router)
-    return app
+    return ready
 
 
 def _check_cut(configured: float | None, model: str, own: float) -> None:
