@@ -9,7 +9,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from prometheus_client import Counter
 
-from engram.kafka import dead_letter
+from engram.kafka import letter_of
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -51,13 +51,5 @@ class DeadLettering:
         )
 
     async def _publish(self, record: Any, error: str) -> None:
-        topic, key, value = dead_letter(
-            self._service,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            error=error,
-        )
+        topic, key, value = letter_of(self._service, record, error)
         await self.producer.send_and_wait(topic, value, key=key)

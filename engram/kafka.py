@@ -180,6 +180,19 @@ async def partition_count(bootstrap: str, topic: str) -> int:
     return len(described["partitions"])
 
 
+def letter_of(service: str, record: Any, error: str) -> tuple[str, bytes, bytes]:
+    """``dead_letter`` for a consumed record: its topic, partition, offset, key and value."""
+    return dead_letter(
+        service,
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        error=error,
+    )
+
+
 def dead_letter(
     service: str,
     *,

@@ -10,7 +10,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import TokenVerifier
-from engram.kafka import dead_letter
+from engram.kafka import letter_of
 from engram.logging import get_logger
 from services.command.adapters.batch import Cleanup, Decoded, Submitted
 from services.command.answers import fitted, poisoned, refused
@@ -109,15 +109,7 @@ class Outbox:
         )
 
     async def dead_letter(self, record: ConsumerRecord[bytes, bytes], error: str) -> None:
-        topic, key, value = dead_letter(
-            "command",
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            error=error,
-        )
+        topic, key, value = letter_of("command", record, error)
         log.warning(
             "command_dead_lettered",
             partition=record.partition,
