@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 PASSAGE_CHARS = 1200  # a memory this long or shorter is one passage, whole
-BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")  # after a sentence's end, or a line's
+# After a sentence's end (a Chinese or Japanese one, its ideographic full stop or its
+# fullwidth ! and ?, needs no space after it), or a line's.
+BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\s*\n\s*")
 SPACE = re.compile(r"\s")
+JOINERS = {"\u200d", "\ufe0e", "\ufe0f"}  # zero-width joiner, variation selectors
 
 
 def passages(content: str, size: int = PASSAGE_CHARS) -> list[str]:
@@ -33,13 +37,18 @@ def spans(content: str, size: int = PASSAGE_CHARS) -> list[tuple[int, int]]:
         if current is not None and end - current[0] <= size:
             current = (current[0], end)
             continue
+        if end - start > size:
+            # A short run before it goes with its first piece (QA: "Okay." before a long
+            # run of words was a passage of its own).
+            if current is not None and current[1] - current[0] < size // 4:
+                start, current = current[0], None
+            *whole, last = _cut(content, start, end, size)
+            out += ([current] if current is not None else []) + whole
+            current = last
+            continue
         if current is not None:
             out.append(current)
-        if end - start > size:
-            *whole, current = _cut(content, start, end, size)
-            out += whole
-        else:
-            current = (start, end)
+        current = (start, end)
     if current is not None:
         out.append(current)
     return out
@@ -59,15 +68,36 @@ def _segments(content: str) -> list[tuple[int, int]]:
 
 def _cut(content: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
     """A segment longer than ``size`` in pieces of about equal length, each cut at the
-    last space before its share (or at the share itself when no space is near)."""
+    last space before its share (or at the share itself when no space is near, never
+    inside a character of several code points)."""
     out = []
     while end - start > size:
         share = start + math.ceil((end - start) / math.ceil((end - start) / size))
         space = max((m.start() for m in SPACE.finditer(content, start, share + 1)), default=-1)
-        cut = space if space > start + (share - start) // 2 else share
+        cut = space if space > start + (share - start) // 2 else _whole(content, start, share)
         out.append((start, cut))
         start = cut
         while start < end and content[start].isspace():
             start += 1
     out.append((start, end))
     return out
+
+
+def _whole(content: str, start: int, cut: int) -> int:
+    """``cut``, moved back off a combining mark, a joiner or the second of a flag's pair
+    (QA: passages began with a Thai vowel sign, or re-paired flags)."""
+    while cut > start + 1 and (
+        unicodedata.combining(content[cut])
+        or unicodedata.category(content[cut]) in ("Mn", "Mc", "Me")
+        or content[cut] in JOINERS
+        or content[cut - 1] == "\u200d"
+    ):
+        cut -= 1
+    flags = 0
+    while cut - flags > start and _flag(content[cut - flags - 1]):
+        flags += 1
+    return cut - 1 if flags % 2 and cut - 1 > start else cut
+
+
+def _flag(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"  # a regional indicator: two make a flag

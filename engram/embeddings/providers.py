@@ -58,9 +58,13 @@ class EmbeddingProvider(Protocol):
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of texts that search (a model trained with marks tells them apart)."""
 
+    def heading(self, title: str | None) -> str | None:
+        """The title as it goes before each slice of a memory's text: cut when it would
+        leave the text too little of what the model reads."""
+
     def pieces(self, title: str | None, passage: str) -> list[str]:
-        """The passage in consecutive slices the model reads whole with the title before
-        each (``embedding_text``); one slice, the passage, when it fits."""
+        """The passage in consecutive slices the model reads whole with ``title`` (a
+        ``heading``) before each; one slice, the passage, when it fits."""
 
 
 class RequestBudget(Protocol):
@@ -121,15 +125,27 @@ class LocalProvider:
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return await self._embed([self._spec.query_prefix + t for t in texts])
 
+    def heading(self, title: str | None) -> str | None:
+        """At most ``TITLE_TOKENS`` of the title (QA: a Korean title of 200 characters took
+        356 tokens, and no slice of the text was read at all)."""
+        if not title:
+            return title
+        tokens = self._counter.encode(title, add_special_tokens=False)
+        if len(tokens.ids) <= TITLE_TOKENS:
+            return title
+        return title[: tokens.offsets[TITLE_TOKENS - 1][1]]
+
     def pieces(self, title: str | None, passage: str) -> list[str]:
         """The model reads ``max_tokens`` tokens of a text, its marks and the title among
         them (QA: a German passage of 1,200 characters was read to its 667th): a passage
         longer than that in slices that end with a whole word."""
         head = self._spec.passage_prefix + (f"{title}\n" if title else "")
         used = len(self._counter.encode(head, add_special_tokens=False).ids) + 2  # [CLS] [SEP]
-        room = max(MIN_PIECE_TOKENS, self._spec.max_tokens - used)
+        # A few tokens to spare: a slice cut inside a word may tokenize a little longer
+        # on its own (QA: Hangul cut mid-syllable).
+        room = max(MIN_PIECE_TOKENS, self._spec.max_tokens - used - SPARE_TOKENS)
         tokens = self._counter.encode(passage, add_special_tokens=False)
-        if len(tokens.ids) <= room:
+        if len(tokens.ids) <= room + SPARE_TOKENS:
             return [passage]
         return [passage[start:end] for start, end in _slices(tokens.offsets, tokens.tokens, room)]
 
@@ -164,6 +180,8 @@ class LocalProvider:
         return (pooled / norms).astype(np.float32).tolist()
 
 
+TITLE_TOKENS = 64  # of a title, before each slice of the text
+SPARE_TOKENS = 4
 MIN_PIECE_TOKENS = 32  # a slice's least room, however long the title
 
 
@@ -172,7 +190,8 @@ def _slices(
 ) -> list[tuple[int, int]]:
     """Where slices of at most ``room`` tokens start and end in the text, each cut before a
     word's first piece (WordPiece marks the others ``##``) unless one word fills it."""
-    out, first = [], 0
+    out: list[tuple[int, int]] = []
+    first = 0
     while first < len(offsets):
         end = min(first + room, len(offsets))
         if end < len(offsets):
@@ -180,7 +199,9 @@ def _slices(
             while cut > first + 1 and tokens[cut].startswith("##"):
                 cut -= 1
             end = cut if cut > first + 1 else end
-        out.append((offsets[first][0], offsets[end - 1][1]))
+        # Pieces of one character (Hangul's jamo) share its offsets: no slice repeats one.
+        start = max(offsets[first][0], out[-1][1] if out else 0)
+        out.append((start, offsets[end - 1][1]))
         first = end
     return out
 
@@ -234,6 +255,9 @@ class OpenAIProvider:
 
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return await self.embed(texts)  # the endpoint's models embed both alike
+
+    def heading(self, title: str | None) -> str | None:
+        return title  # a title is 200 characters at most; remote models read thousands
 
     def pieces(self, title: str | None, passage: str) -> list[str]:
         # Remote models read thousands of tokens; a passage is 1,200 characters at most.

@@ -12,9 +12,9 @@ forgotten or stale text back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from contracts.events import (
     Event,
@@ -153,7 +153,12 @@ def embedding_text(title: str | None, content: str) -> str:
     return f"{title}\n{content}" if title else content
 
 
-Pieces = Callable[[str | None, str], list[str]]  # EmbeddingProvider.pieces
+class Reader(Protocol):
+    """How the embedding model reads a memory (``EmbeddingProvider.heading``, ``pieces``)."""
+
+    def heading(self, title: str | None) -> str | None: ...
+
+    def pieces(self, title: str | None, passage: str) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -165,14 +170,15 @@ class Text:
     text: str
 
 
-def embedding_texts(title: str | None, content: str, pieces: Pieces) -> list[Text]:
+def embedding_texts(title: str | None, content: str, model: Reader) -> list[Text]:
     """The texts an item's vectors stand for: each passage (``engram.passages``, what a
-    search shows), in the slices the model reads whole (``pieces``), each with the title.
-    A memory of up to 1,200 characters that the model reads whole is one text, as before."""
+    search shows), in the slices the model reads whole, each with the title (as much of
+    it as leaves the text room). A memory the model reads whole is one text, as before."""
+    head = model.heading(title)
     return [
-        Text(n, k, embedding_text(title, piece))
+        Text(n, k, embedding_text(head, piece))
         for n, passage in enumerate(passages(content))
-        for k, piece in enumerate(pieces(title, passage))
+        for k, piece in enumerate(model.pieces(head, passage))
     ]
 
 

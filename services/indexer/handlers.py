@@ -172,7 +172,7 @@ class EventIndexer:
                 title = open_sealed(state.title, keys[state.title.key_id]) if state.title else None
                 assert state.content is not None  # plan() embeds only items with text
                 content = open_sealed(state.content, keys[state.content.key_id])
-                texts[state.item_id] = embedding_texts(title, content, self._provider.pieces)
+                texts[state.item_id] = embedding_texts(title, content, self._provider)
             except ValueError as exc:
                 metrics.DEAD_LETTERED.labels("unreadable").inc()
                 await dead_letter(records[state.item_id], str(exc))

@@ -124,7 +124,7 @@ async def _run(
 
 async def _embed(provider: EmbeddingProvider, items: list[ItemText]) -> list[VectorRow]:
     """One provider call for the items, each of their texts a vector."""
-    texts = [embedding_texts(i.title, i.content, provider.pieces) for i in items]
+    texts = [embedding_texts(i.title, i.content, provider) for i in items]
     vectors = await provider.embed([t.text for its in texts for t in its])
     metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(vectors))
     flat, model = iter(vectors), provider.model

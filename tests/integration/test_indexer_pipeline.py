@@ -281,7 +281,7 @@ async def test_a_long_memory_has_a_vector_a_passage_and_loses_them_with_its_text
     """Each passage of a long memory (engram.passages), in the slices the model reads
     whole, gets a vector of its own, of the current text only."""
     item = f"{stream.org}-long"
-    texts = embedding_texts(None, LONG, local.pieces)
+    texts = embedding_texts(None, LONG, local)
     assert len({t.passage for t in texts}) >= 3
     await run_indexer(local)
     await stream.remember(item, LONG)

@@ -55,6 +55,9 @@ class HashProvider:
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("the indexer embeds memories, never queries")
 
+    def heading(self, title: str | None) -> str | None:
+        return title
+
     def pieces(self, title: str | None, passage: str) -> list[str]:
         return [passage]  # reads any text whole
 
@@ -70,7 +73,7 @@ class GatedProvider:
         self.model, self.dimensions, self._inner = inner.model, inner.dimensions, inner
         self.max_distance = inner.max_distance
         self.started, self.gate = asyncio.Event(), asyncio.Event()
-        self.pieces = inner.pieces
+        self.pieces, self.heading = inner.pieces, inner.heading
 
     async def embed_queries(self, texts: list[str]) -> list[list[float]]:
         raise AssertionError("the indexer embeds memories, never queries")

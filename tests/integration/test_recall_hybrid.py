@@ -186,7 +186,7 @@ async def test_a_long_memory_is_found_by_a_later_passage_and_shown_as_it(
     try:
         store = VectorStore(pool)
         await store.ensure_model(model.model, model.dimensions)
-        texts = embedding_texts(None, text, model.pieces)
+        texts = embedding_texts(None, text, model)
         vectors = iter(await model.embed([t.text for t in texts]))
         rows = vector_rows(item, 1, model.model, org, "shared", vectors, texts)
         assert (await store.write_vectors(rows)).written == 1

@@ -266,21 +266,30 @@ def test_vectors_always_hold_the_current_text_of_active_items_only(
             assert item_id not in store
 
 
-def test_a_long_memory_is_embedded_a_passage_at_a_time_each_with_its_title() -> None:
-    def whole(title: str | None, passage: str) -> list[str]:
+class Whole:
+    """A model that reads any text whole, titles of up to five characters."""
+
+    def heading(self, title: str | None) -> str | None:
+        return title[:5] if title else title
+
+    def pieces(self, title: str | None, passage: str) -> list[str]:
         return [passage]
 
+
+class Halves(Whole):
+    def pieces(self, title: str | None, passage: str) -> list[str]:
+        return [passage[: len(passage) // 2], passage[len(passage) // 2 :]]
+
+
+def test_a_long_memory_is_embedded_a_passage_at_a_time_each_with_its_title() -> None:
     long = "A sentence of the long memory. " * 100
-    texts = embedding_texts("Runbook", long, whole)
+    texts = embedding_texts("Runbook", long, Whole())
     assert [(t.passage, t.piece) for t in texts] == [(0, 0), (1, 0), (2, 0)]
-    assert all(t.text.startswith("Runbook\n") for t in texts)
-    assert [t.text for t in embedding_texts(None, "Short.", whole)] == ["Short."]  # as before
+    assert all(t.text.startswith("Runbo\n") for t in texts)  # the title as the model reads it
+    assert [t.text for t in embedding_texts(None, "Short.", Whole())] == ["Short."]  # as before
 
 
 def test_a_passage_the_model_cannot_read_whole_is_embedded_in_its_pieces() -> None:
-    def halves(title: str | None, passage: str) -> list[str]:
-        return [passage[: len(passage) // 2], passage[len(passage) // 2 :]]
-
-    texts = embedding_texts("T", "A sentence. " * 150, halves)
+    texts = embedding_texts("T", "A sentence. " * 150, Halves())
     assert [(t.passage, t.piece) for t in texts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert all(t.text.startswith("T\n") for t in texts)

@@ -69,3 +69,15 @@ def test_a_passage_is_sliced_where_the_model_would_stop_reading_it() -> None:
             assert len(local._counter.encode(f"passage: A title\n{piece}").ids) <= 256
     assert local.pieces("A title", "Short English text.") == ["Short English text."]
     assert len(local.pieces(None, german)) == 2
+
+
+def test_a_long_title_is_cut_so_that_every_slice_of_the_text_is_read() -> None:
+    """QA: a Korean title of 200 characters took 356 tokens: no slice of the text was read."""
+    local = LocalProvider()
+    title = ("주방 리모델링 공사 기록 " * 20)[:200].strip()
+    head = local.heading(title)
+    assert head is not None and title.startswith(head) and len(head) < len(title)
+    assert local.heading("A short title") == "A short title"
+    text = ("강아지 훈련 수업은 매주 토요일에 있습니다. " * 40)[:1190]
+    for piece in local.pieces(head, text):
+        assert len(local._counter.encode(f"passage: {head}\n{piece}").ids) <= 256

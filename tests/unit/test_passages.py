@@ -4,6 +4,7 @@ for and what a search shows."""
 from __future__ import annotations
 
 import itertools
+import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -38,6 +39,28 @@ def test_a_text_with_no_break_is_cut_between_words_into_even_pieces() -> None:
     parts = passages(text)
     assert len(parts) == 2 and all(550 < len(part) <= 1200 for part in parts)
     assert all(not part[0].isspace() and not part[-1].isspace() for part in parts)
+
+
+def test_a_short_sentence_before_a_long_run_goes_with_its_first_piece() -> None:
+    """QA: "Okay." before 1,300 characters with no sentence end was a passage of its own."""
+    parts = passages("Okay. " + ("reflector " * 130)[:1300])
+    assert len(parts) == 2 and parts[0].startswith("Okay. reflector")
+
+
+def test_chinese_and_japanese_sentences_end_without_a_space() -> None:
+    """QA: Chinese text was cut at a fixed count, in the middle of a word."""
+    sentence = "我们去年春天把厨房的旧柜子换成了开放式的橡木搁板。岛台也换了新的石英石台面。"
+    parts = passages((sentence * 40)[:2410])
+    assert len(parts) == 2 and all(part.endswith("。") for part in parts)
+
+
+def test_a_hard_cut_never_splits_a_character_of_several_code_points() -> None:
+    """QA: passages began with a Thai vowel sign, a joiner, or the second half of a flag."""
+    for text in ("🇩🇪🇫🇷🇯🇵" * 300, "สวัสดีครับยินดีต้อนรับ" * 80, "👨\u200d👩\u200d👧" * 400):
+        for part in passages(text):
+            assert unicodedata.category(part[0]) not in ("Mn", "Mc", "Me")
+            assert part[0] != "\u200d" and not part.endswith("\u200d")
+    assert all(len(part) % 2 == 0 for part in passages("🇩🇪🇫🇷🇯🇵" * 300))  # flags whole
 
 
 text_pieces = st.lists(

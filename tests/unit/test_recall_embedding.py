@@ -109,6 +109,9 @@ class CountingProvider:
             raise TransientEmbeddingError("HTTP 503")
         return [[float(len(t)), 0.5, 0.25] for t in texts]
 
+    def heading(self, title: str | None) -> str | None:
+        return title
+
     def pieces(self, title: str | None, passage: str) -> list[str]:
         return [passage]
 
