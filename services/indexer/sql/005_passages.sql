@@ -1,22 +1,31 @@
--- A vector a passage. The model reads the first 256 tokens of a text (about 1,000
--- characters), so a memory of up to 4,000 had its later part unknown to the vector
--- list. Now each passage of a long memory (engram.passages: at most 1,200 characters,
--- cut between sentences) has a vector of its own, and a search shows the passage its
--- vector was found by (seed 004: "the same chunk the ranking scored").
+-- A vector for each slice of a memory the model reads whole. The local model reads 256
+-- tokens of a text, its marks and the title among them (an English passage of 1,200
+-- characters about whole, a German one to about its 667th character, Chinese to its
+-- 250th), and a memory holds up to 4,000 characters: its later part was unknown to the
+-- vector list. Now each passage of a memory (engram.passages: at most 1,200 characters,
+-- what a search shows) is embedded in the slices the model reads whole
+-- (EmbeddingProvider.pieces), each slice a row labelled with its passage, and a search
+-- shows the passage its nearest vector was found by (seed 004: "the same chunk the
+-- ranking scored").
 ALTER TABLE indexer.vectors ADD COLUMN passage smallint NOT NULL DEFAULT 0;
+ALTER TABLE indexer.vectors ADD COLUMN piece smallint NOT NULL DEFAULT 0;
 ALTER TABLE indexer.vectors DROP CONSTRAINT vectors_pkey;
-ALTER TABLE indexer.vectors ADD PRIMARY KEY (item_id, model, passage);
+ALTER TABLE indexer.vectors ADD PRIMARY KEY (item_id, model, passage, piece);
 
 -- A long memory's one vector stood for its head only: dropped, so that the re-embedding
--- pass (at the indexer's start, then every ENGRAM_INDEXER_REINDEX_INTERVAL_S) gives it a
--- vector a passage. Until then it is found by its words.
+-- pass (at the indexer's start, then every ENGRAM_INDEXER_REINDEX_INTERVAL_S) gives it its
+-- vectors. Until then it is found by its words. A shorter memory's vector stands for what
+-- the model read of it until its text changes.
 DELETE FROM indexer.vectors v
 USING memory.items i
 WHERE i.item_id = v.item_id AND i.content_length > 1200;
 
--- indexer.nearest as in 004_small_sets_exact.sql, naming each item once, by its nearest
--- passage. A long memory's passages may take more than one of the rows read; the few
--- extra rows read (+ 8) absorb that for the rare long one.
+-- indexer.nearest as in 004_small_sets_exact.sql, naming each memory once, by its nearest
+-- vector and that vector's passage. A memory's slices each take a row of those read, so
+-- p_limit + 8 rows could hold far fewer memories (QA: 20 memories of four passages each,
+-- a limit of 20: 16 found). While fewer than p_limit memories came and the rows read were
+-- all within the distance cut and as many as asked (there may be more), it reads four
+-- times as many, up to four times.
 DROP FUNCTION indexer.nearest(text, text[], text, vector, double precision, integer);
 CREATE FUNCTION indexer.nearest(
     p_org text, p_scopes text[], p_model text, p_query vector,
@@ -28,6 +37,12 @@ AS $fn$
 DECLARE
     dims integer;
     few boolean;
+    v_rows integer := p_limit + 8;
+    v_read integer;
+    v_farthest double precision;
+    v_ids text[];
+    v_distances double precision[];
+    v_passages integer[];
 BEGIN
     SELECT m.dimensions INTO dims FROM indexer.models m WHERE m.model = p_model;
     IF dims IS NULL THEN
@@ -37,25 +52,42 @@ BEGIN
         SELECT 1 FROM indexer.vectors v
         WHERE v.org = p_org AND v.model = p_model AND v.scope = ANY (p_scopes)
         LIMIT 1000) AS bounded;
-    -- "+ 0" keeps the planner off the graph: only the bare distance can use it.
-    RETURN QUERY EXECUTE format($q$
-        WITH nearest AS MATERIALIZED (
-            SELECT v.item_id, v.revision, v.passage::integer AS passage,
-                   (v.embedding::vector(%1$s) <=> $1)::double precision AS distance
-            FROM indexer.vectors v
-            WHERE v.model = %2$L AND v.org = $2 AND v.scope = ANY ($3)
-            ORDER BY (v.embedding::vector(%1$s) <=> $1) %3$s
-            LIMIT $5 + 8),
-        best AS (
-            SELECT DISTINCT ON (n.item_id) n.item_id, n.revision, n.passage, n.distance
-            FROM nearest n
-            ORDER BY n.item_id, n.distance, n.passage)
-        SELECT b.item_id, b.distance, b.passage
-        FROM best b JOIN memory.items i ON i.item_id = b.item_id
-        WHERE i.org = $2 AND i.status = 'active' AND i.revision = b.revision
-          AND b.distance <= $4
-        ORDER BY b.distance, b.item_id
-        LIMIT $5$q$, dims, p_model, CASE WHEN few THEN '+ 0' ELSE '' END)
-    USING p_query, p_org, p_scopes, p_max_distance, p_limit;
+    FOR attempt IN 1..4 LOOP
+        -- "+ 0" keeps the planner off the graph: only the bare distance can use it.
+        EXECUTE format($q$
+            WITH nearest AS MATERIALIZED (
+                SELECT v.item_id, v.revision, v.passage::integer AS passage,
+                       (v.embedding::vector(%1$s) <=> $1)::double precision AS distance
+                FROM indexer.vectors v
+                WHERE v.model = %2$L AND v.org = $2 AND v.scope = ANY ($3)
+                ORDER BY (v.embedding::vector(%1$s) <=> $1) %3$s
+                LIMIT $5),
+            best AS (
+                SELECT DISTINCT ON (n.item_id) n.item_id, n.revision, n.passage, n.distance
+                FROM nearest n
+                ORDER BY n.item_id, n.distance, n.passage),
+            found AS (
+                SELECT b.item_id, b.distance, b.passage
+                FROM best b JOIN memory.items i ON i.item_id = b.item_id
+                WHERE i.org = $2 AND i.status = 'active' AND i.revision = b.revision
+                  AND b.distance <= $4)
+            SELECT (SELECT array_agg(f.item_id ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT array_agg(f.distance ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT array_agg(f.passage ORDER BY f.distance, f.item_id) FROM found f),
+                   (SELECT count(*)::integer FROM nearest),
+                   (SELECT max(n.distance) FROM nearest n)$q$,
+            dims, p_model, CASE WHEN few THEN '+ 0' ELSE '' END)
+        INTO v_ids, v_distances, v_passages, v_read, v_farthest
+        USING p_query, p_org, p_scopes, p_max_distance, v_rows;
+        EXIT WHEN coalesce(cardinality(v_ids), 0) >= p_limit  -- enough
+              OR v_read < v_rows                              -- no more vectors
+              OR v_farthest > p_max_distance;                 -- the rest are too far
+        v_rows := v_rows * 4;
+    END LOOP;
+    RETURN QUERY
+    SELECT u.item_id, u.distance, u.passage
+    FROM unnest(v_ids, v_distances, v_passages) WITH ORDINALITY AS u(item_id, distance, passage, n)
+    ORDER BY u.n
+    LIMIT p_limit;
 END
 $fn$;
