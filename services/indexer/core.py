@@ -12,9 +12,9 @@ forgotten or stale text back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol
 
 from contracts.events import (
     Event,
@@ -28,7 +28,6 @@ from contracts.events import (
 )
 from engram.passages import passages
 
-T = TypeVar("T")
 Verdict = Literal["write", "forgotten", "stale", "inactive", "unknown"]
 
 
@@ -180,8 +179,3 @@ def embedding_texts(title: str | None, content: str, model: Reader) -> list[Text
         for n, passage in enumerate(passages(content))
         for k, piece in enumerate(model.pieces(head, passage))
     ]
-
-
-def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -26,19 +26,16 @@ from services.indexer.adapters.store import (
     VectorRow,
     VectorStore,
     apply_plans,
-    vector_rows,
     write_vectors,
 )
 from services.indexer.core import (
     Plan,
-    Text,
     Tracked,
-    chunks,
-    embedding_texts,
     fold,
     org_scope,
     plan,
 )
+from services.indexer.embedding import embedded, parts, texts_of
 
 log = get_logger(__name__)
 
@@ -123,19 +120,23 @@ class EventIndexer:
     async def _embed(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
     ) -> list[VectorRow]:
-        if not states:  # nothing to embed (or no model set: plan() asks for none)
+        if not states or self._provider is None:  # plan() asks for none without a model
             return []
-        texts = await self._open(states, records, dead_letter)
+        provider = self._provider
+        opened = await self._open(states, records, dead_letter)
         by_id = {s.item_id: s for s in states}
-        pending = [(by_id[item_id], text) for item_id, text in texts.items()]
+        texts = await texts_of(provider, list(opened.values()))
+        pending = [(by_id[item_id], its) for item_id, its in zip(opened, texts, strict=True)]
         rows: list[VectorRow] = []
-        for part in chunks(pending, self._embed_batch):
+        done = 0
+        for part in parts(pending, self._embed_batch):
             try:
-                rows += await self._embed_part(list(part))
+                rows += await embedded(provider, part, "events")
+                done += len(part)
             except BudgetExhaustedError as exc:
                 # Not poison: the periodic re-embed pass picks these up when budget is back.
                 metrics.BUDGET_EXHAUSTED.inc()
-                log.warning("embedding_put_off", reason=str(exc), items=len(pending) - len(rows))
+                log.warning("embedding_put_off", reason=str(exc), items=len(pending) - done)
                 break
             except EmbeddingError as exc:
                 # Retries are spent (or the request can never succeed): dead-letter, go on.
@@ -144,39 +145,27 @@ class EventIndexer:
                     await dead_letter(records[state.item_id], f"embedding failed: {exc}")
         return rows
 
-    async def _embed_part(self, part: list[tuple[Tracked, list[Text]]]) -> list[VectorRow]:
-        """One provider call for the part's items, each of their texts a vector."""
-        assert self._provider is not None
-        model = self._provider.model
-        vectors = await self._provider.embed([t.text for _, texts in part for t in texts])
-        metrics.EMBEDDED.labels(model, "events").inc(len(vectors))
-        flat = iter(vectors)
-        return [
-            row
-            for s, texts in part
-            for row in vector_rows(s.item_id, s.revision, model, s.org, s.scope, flat, texts)
-        ]
-
     async def _open(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter
-    ) -> dict[str, list[Text]]:
-        """Plaintext per item, in the texts to embed; a missing key means forgotten, and
-        the item is skipped."""
+    ) -> dict[str, tuple[str | None, str]]:
+        """Title and content per item; a missing key means forgotten, and the item is
+        skipped."""
         keys = await self._keys.get_many({s.key_id for st in states for s in _sealed(st)})
-        assert self._provider is not None  # plan() embeds only when a model is set
-        texts: dict[str, list[Text]] = {}
+        plain: dict[str, tuple[str | None, str]] = {}
         for state in states:
             if not all(s.key_id in keys for s in _sealed(state)):
                 continue
             try:
                 title = open_sealed(state.title, keys[state.title.key_id]) if state.title else None
                 assert state.content is not None  # plan() embeds only items with text
-                content = open_sealed(state.content, keys[state.content.key_id])
-                texts[state.item_id] = embedding_texts(title, content, self._provider)
+                plain[state.item_id] = (
+                    title,
+                    open_sealed(state.content, keys[state.content.key_id]),
+                )
             except ValueError as exc:
                 metrics.DEAD_LETTERED.labels("unreadable").inc()
                 await dead_letter(records[state.item_id], str(exc))
-        return texts
+        return plain
 
 
 def _sealed(state: Tracked) -> list[Sealed]:

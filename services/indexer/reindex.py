@@ -33,9 +33,8 @@ from services.indexer.adapters.store import (
     VectorRow,
     VectorStore,
     create_vector_pool,
-    vector_rows,
 )
-from services.indexer.core import embedding_texts
+from services.indexer.embedding import embedded, parts, texts_of
 from services.indexer.settings import IndexerSettings
 
 log = get_logger(__name__)
@@ -123,16 +122,12 @@ async def _run(
 
 
 async def _embed(provider: EmbeddingProvider, items: list[ItemText]) -> list[VectorRow]:
-    """One provider call for the items, each of their texts a vector."""
-    texts = [embedding_texts(i.title, i.content, provider) for i in items]
-    vectors = await provider.embed([t.text for its in texts for t in its])
-    metrics.EMBEDDED.labels(provider.model, "reindex").inc(len(vectors))
-    flat, model = iter(vectors), provider.model
-    return [
-        row
-        for i, its in zip(items, texts, strict=True)
-        for row in vector_rows(i.item_id, i.revision, model, i.org, i.scope, flat, its)
-    ]
+    """The items' vectors, a part of at most as many texts as the batch has items a call."""
+    texts = await texts_of(provider, [(i.title, i.content) for i in items])
+    rows: list[VectorRow] = []
+    for part in parts(list(zip(items, texts, strict=True)), len(items)):
+        rows += await embedded(provider, part, "reindex")
+    return rows
 
 
 def _report(state: ReindexProgress, progress: Callable[[ReindexProgress], None] | None) -> None:

@@ -415,7 +415,7 @@ async def test_nearest_names_each_memory_once_and_reads_on_until_it_has_the_limi
         for n in range(20):
             item = await put_item(pool, org, f"{org}-{n:02}", "long text " * 200)
             rows += [
-                VectorRow(item, 1, model, [1.0, 0.01 * n + 0.001 * p, 0.0], org, "shared", p)
+                VectorRow(item, 1, model, [1.0, 0.01 * n + 0.001 * (3 - p), 0.0], org, "shared", p)
                 for p in range(4)
             ]
         assert (await store.write_vectors(rows)).written == 20
@@ -425,6 +425,23 @@ async def test_nearest_names_each_memory_once_and_reads_on_until_it_has_the_limi
             "SELECT passage FROM indexer.nearest($1, ARRAY['shared'], $2, $3, 2.0, 3)",
             org, model, [1.0, 0.0, 0.0],
         )  # fmt: skip
-        assert [r["passage"] for r in passages] == [0, 0, 0]  # each by its nearest passage
+        assert [r["passage"] for r in passages] == [3, 3, 3]  # each by its nearest passage
+
+        # A row of an earlier revision, nearer than the current ones, does not hide the
+        # item (the re-embedding pass may write before the event path voids the old).
+        stale = f"{org}-00"
+        await put_item(pool, org, stale, "long text " * 200, revision=2)
+        await pool.execute(
+            "UPDATE indexer.vectors SET revision = 2 WHERE item_id = $1 AND passage > 0", stale
+        )
+        await pool.execute(
+            "UPDATE indexer.vectors SET embedding = $2 WHERE item_id = $1 AND passage = 0",
+            stale, [1.0, 0.0, 0.0],
+        )  # fmt: skip
+        [first] = await pool.fetch(
+            "SELECT item_id, passage FROM indexer.nearest($1, ARRAY['shared'], $2, $3, 2.0, 1)",
+            org, model, [1.0, 0.0, 0.0],
+        )  # fmt: skip
+        assert (first["item_id"], first["passage"]) == (stale, 3)
     finally:
         await drop_model(pool, model)

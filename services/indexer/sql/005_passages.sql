@@ -16,16 +16,24 @@ ALTER TABLE indexer.vectors ADD PRIMARY KEY (item_id, model, passage, piece);
 -- pass (at the indexer's start, then every ENGRAM_INDEXER_REINDEX_INTERVAL_S) gives it its
 -- vectors. Until then it is found by its words. A shorter memory's vector stands for what
 -- the model read of it until its text changes.
-DELETE FROM indexer.vectors v
-USING memory.items i
-WHERE i.item_id = v.item_id AND i.content_length > 1200;
+-- (memory.items is the projector's: a database the indexer alone was set up in has none.)
+DO $do$
+BEGIN
+    IF to_regclass('memory.items') IS NOT NULL THEN
+        DELETE FROM indexer.vectors v
+        USING memory.items i
+        WHERE i.item_id = v.item_id AND i.content_length > 1200;
+    END IF;
+END
+$do$;
 
 -- indexer.nearest as in 004_small_sets_exact.sql, naming each memory once, by its nearest
 -- vector and that vector's passage. A memory's slices each take a row of those read, so
 -- p_limit + 8 rows could hold far fewer memories (QA: 20 memories of four passages each,
 -- a limit of 20: 16 found). While fewer than p_limit memories came and the rows read were
 -- all within the distance cut and as many as asked (there may be more), it reads four
--- times as many, up to four times.
+-- times as many, three times at most. A row counts only at its item's current revision
+-- (a stale row nearer than the current ones must not hide the item).
 DROP FUNCTION indexer.nearest(text, text[], text, vector, double precision, integer);
 CREATE FUNCTION indexer.nearest(
     p_org text, p_scopes text[], p_model text, p_query vector,
@@ -62,15 +70,15 @@ BEGIN
                 WHERE v.model = %2$L AND v.org = $2 AND v.scope = ANY ($3)
                 ORDER BY (v.embedding::vector(%1$s) <=> $1) %3$s
                 LIMIT $5),
-            best AS (
-                SELECT DISTINCT ON (n.item_id) n.item_id, n.revision, n.passage, n.distance
-                FROM nearest n
-                ORDER BY n.item_id, n.distance, n.passage),
+            live AS (
+                SELECT n.item_id, n.passage, n.distance
+                FROM nearest n JOIN memory.items i ON i.item_id = n.item_id
+                WHERE i.org = $2 AND i.status = 'active' AND i.revision = n.revision
+                  AND n.distance <= $4),
             found AS (
-                SELECT b.item_id, b.distance, b.passage
-                FROM best b JOIN memory.items i ON i.item_id = b.item_id
-                WHERE i.org = $2 AND i.status = 'active' AND i.revision = b.revision
-                  AND b.distance <= $4)
+                SELECT DISTINCT ON (c.item_id) c.item_id, c.distance, c.passage
+                FROM live c
+                ORDER BY c.item_id, c.distance, c.passage)
             SELECT (SELECT array_agg(f.item_id ORDER BY f.distance, f.item_id) FROM found f),
                    (SELECT array_agg(f.distance ORDER BY f.distance, f.item_id) FROM found f),
                    (SELECT array_agg(f.passage ORDER BY f.distance, f.item_id) FROM found f),
