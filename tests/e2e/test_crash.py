@@ -13,6 +13,7 @@ import os
 import signal
 import uuid
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -23,6 +24,7 @@ from contracts.envelope import CommandEnvelope, EventEnvelope
 from engram.crypto import MasterKey, load_master_key
 from engram.devstack import KAFKA_CONTROLLER_PORT, KAFKA_PORT, resolve_state, stack
 from engram.devstack import kafka as devkafka
+from engram.devstack import postgres as devpostgres
 from engram.devstack import services as devservices
 from engram.devstack.processes import port_open, process_alive
 from engram.kafka import partition_count
@@ -115,6 +117,12 @@ async def crash_postgres(dsn: str) -> None:
     finally:
         await conn.close()
     assert pid, "no other session to kill"
+    # The session's pid is a pid of this machine only when the database is the dev stack's
+    # (not a container's, nor another host's): the postmaster must be its parent.
+    postmaster = devpostgres.find_pid(resolve_state())
+    assert postmaster is not None and _parent(pid) == postmaster, (
+        f"session {pid} is not the dev stack's Postgres's: this crash needs the dev stack"
+    )
     os.kill(pid, signal.SIGKILL)
     await eventually(lambda: _answers(dsn), deadline=60, what="Postgres back after its crash")
 
@@ -202,6 +210,14 @@ async def _applied(dsn: str, org: str) -> int | None:
 
 async def _answers(dsn: str) -> bool:
     return await _applied(dsn, "") is not None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])  # the field after the state
 
 
 async def _gone(pid: int) -> bool:
