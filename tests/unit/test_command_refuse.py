@@ -65,7 +65,7 @@ def writer() -> tuple[PartitionWriter, Producer]:
     w = PartitionWriter(0, "127.0.0.1:9", "test", keys, VERIFIER, None,  # type: ignore[arg-type]
                         partitions=1, reply_partitions=1)
     producer = Producer()
-    w._producer = w._out.producer = producer  # type: ignore[assignment]
+    w._out.producer = producer  # the writer's transactions and sends all go through it
     return w, producer
 
 

@@ -81,17 +81,17 @@ class PartitionWriter:
         self._keys = keystore
         self._verifier = verifier
         self._where = (partition, partitions)  # what a command's key must hash to
-        self._producer = transactional_producer(bootstrap, f"engram-command-{partition}")
-        self._out = Outbox(self._producer, verifier, partition, reply_partitions)
+        producer = transactional_producer(bootstrap, f"engram-command-{partition}")
+        self._out = Outbox(producer, verifier, partition, reply_partitions)
         self.streams = StreamCache(partition, restorer, checkpoint_every, cached_items)
         self._sent: list[asyncio.Future[Any]] = []
 
     async def start(self) -> None:
-        await self._producer.start()  # init_transactions: fences a zombie owner
+        await self._out.producer.start()  # init_transactions: fences a zombie owner
         await self.streams.restore()
 
     async def stop(self) -> None:
-        await self._producer.stop()
+        await self._out.producer.stop()
 
     async def process(self, batch: list[Queued]) -> Cleanup:
         """Decide a batch and commit it in one transaction; return the keys to clean up."""
@@ -104,13 +104,13 @@ class PartitionWriter:
             looked_up = await self._look_up(decoded)
             keys = await self._prepare_keys(decoded, looked_up)
             t1 = time.perf_counter()
-            async with self._producer.transaction():
+            async with self._out.producer.transaction():
                 for d in decoded:
                     await self._handle(d, keys, looked_up, cleanup)
                 t2 = time.perf_counter()
                 if consumed:
                     tp = TopicPartition(topics.COMMANDS, self.partition)
-                    await self._producer.send_offsets_to_transaction(
+                    await self._out.producer.send_offsets_to_transaction(
                         {tp: consumed[-1].offset + 1}, self._group_id
                     )
                 t3 = time.perf_counter()
@@ -313,7 +313,7 @@ class PartitionWriter:
         evolve(state, envelope.seq, env.command_id, event)
         self.streams.dirty.add(state.stream_id)
         self._sent.append(
-            await self._producer.send(
+            await self._out.producer.send(
                 topics.EVENTS,
                 envelope.model_dump_json().encode(),
                 key=state.stream_id.encode(),

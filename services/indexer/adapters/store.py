@@ -94,7 +94,11 @@ async def write_vectors(conn: asyncpg.Connection, rows: list[VectorRow]) -> Writ
     ids = sorted({r.item_id for r in rows})
     await lock_items(conn, ids)
     views = {v["item_id"]: v for v in await conn.fetch(Q["views"], ids)}
-    decisions = {r.item_id: verdict(r.revision, _views(views[r.item_id])) for r in rows}
+    # Once an item: its slices share one revision (one text, embedded together).
+    decisions = {
+        item_id: verdict(revision, _views(views[item_id]))
+        for item_id, revision in {(r.item_id, r.revision) for r in rows}
+    }
     allowed = [r for r in rows if decisions[r.item_id] == "write"]
     await conn.executemany(
         Q["upsert_vector"],
