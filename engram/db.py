@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from engram.logging import get_logger
+from engram.logging import get_logger, process_service
 
 log = get_logger(__name__)
 MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
@@ -39,16 +39,23 @@ async def create_pool(
     Engram keeps no state in a session (every setting is local to a transaction, no
     LISTEN, no cursors or locks outside one). An open transaction is still rolled back.
     Pass ``reset=True`` for users that do keep session state. ``settings`` are the
-    sessions' server settings."""
+    sessions' server settings; ``application_name`` names the service, so an operator
+    sees in ``pg_stat_activity`` which service holds a session."""
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         reset=None if reset else _keep_session,
-        server_settings=settings,
+        server_settings={"application_name": application_name(), **(settings or {})},
     )
     assert pool is not None
     return pool
+
+
+def application_name() -> str:
+    """``engram-<service>`` for a service's sessions, ``engram`` for the CLI's."""
+    service = process_service()
+    return service if service == "engram" else f"engram-{service}"
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

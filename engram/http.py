@@ -4,7 +4,6 @@ re-exported from ``engram.http_problems``, where it is written."""
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -29,7 +28,7 @@ from engram.http_problems import (
     install_problem_handlers,
     problem,
 )
-from engram.logging import configure_logging, get_logger
+from engram.logging import configure_logging, get_logger, process_service
 from engram.service import StartupRefused, load_settings, require_reachable
 from engram.settings import CommonSettings, ServiceSettings
 
@@ -162,16 +161,9 @@ def run_main(main: Callable[[], None]) -> None:
         main()
     except StartupRefused as exc:
         if not structlog.is_configured():  # refused before its app set logging up (QA:
-            configure_logging(_service_name())  # a bad setting's line was not JSON)
+            configure_logging(process_service())  # a bad setting's line was not JSON)
         get_logger("engram.http").error("startup_refused", error=str(exc))
         raise SystemExit(1) from None
-
-
-def _service_name() -> str:
-    """The service a ``python -m services.<name>`` process runs, from its main module."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    parts = (getattr(spec, "name", "") or "").split(".")
-    return parts[1] if len(parts) > 2 and parts[0] == "services" else "engram"
 
 
 def serve(app: FastAPI, host: str, port: int, preflight: Callable[[], None] | None = None) -> None:

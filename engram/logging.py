@@ -32,6 +32,14 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(message)s")
 
 
+def process_service() -> str:
+    """The service a ``python -m services.<name>`` process runs, from its main module;
+    ``engram`` for any other process (the CLI, a test, a benchmark)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    parts = (getattr(spec, "name", "") or "").split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "services" else "engram"
+
+
 class _Stderr:
     """``sys.stderr`` as it is when a line is written, not when logging was set up: a CLI
     command run in process (the tests run `engram replay` so) has a stderr of its own,

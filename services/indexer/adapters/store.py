@@ -19,7 +19,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from contracts.events import Sealed
-from engram.db import load_queries
+from engram.db import application_name, load_queries
 from services.indexer.core import Plan, Seen, Text, Tracked, Verdict, verdict
 from services.indexer.errors import ModelMismatchError
 
@@ -76,7 +76,13 @@ class WriteResult:
 
 async def create_vector_pool(dsn: str, *, max_size: int = 4) -> asyncpg.Pool:
     """A pool whose connections send and receive pgvector values in binary."""
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size, init=register_vector)
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=1,
+        max_size=max_size,
+        init=register_vector,
+        server_settings={"application_name": application_name()},
+    )
     assert pool is not None
     return pool
 
