@@ -27,7 +27,7 @@ from pathlib import Path
 import asyncpg
 from aiokafka import AIOKafkaProducer
 from lean_http import KeepAliveClient
-from stack_cpu import StackCpu, cpu_times
+from stack_cpu import StackCpu, cpu_times, services_backends
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
@@ -205,12 +205,16 @@ async def latency(
     }
 
 
-async def measured(figures: Awaitable[dict[str, float]], stack: StackCpu) -> dict[str, float]:
+async def measured(
+    figures: Awaitable[dict[str, float]], stack: StackCpu, pool: asyncpg.Pool
+) -> dict[str, float]:
     """A round's figures, with the share of the machine's CPU that was busy and stolen,
-    and the CPU each part of the stack spent per request or command (``cpu_ms_<part>``)."""
-    before, parts_before = cpu_times(), stack.sample()
+    and the CPU each part of the stack spent per request or command (``cpu_ms_<part>``;
+    ``cpu_ms_pg_<service>`` is the part of Postgres's that served that service)."""
+    backends = await services_backends(pool)
+    before, parts_before = cpu_times(), stack.sample(backends)
     row = await figures
-    after, parts_after = cpu_times(), stack.sample()
+    after, parts_after = cpu_times(), stack.sample(backends)
     if before is not None and after is not None and after[2] > before[2]:
         total = after[2] - before[2]
         row["cpu_busy_percent"] = round(100 * (after[0] - before[0]) / total, 1)
@@ -223,7 +227,11 @@ async def measured(figures: Awaitable[dict[str, float]], stack: StackCpu) -> dic
 
 def summary(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     """Each numeric figure of a set of rounds: its median, lowest and highest value."""
-    keys = [k for k, v in rows[0].items() if isinstance(v, int | float) and k != "writers"]
+    keys = [
+        k
+        for k, v in rows[0].items()
+        if isinstance(v, int | float) and k != "writers" and all(k in r for r in rows)
+    ]
     return {
         k: {
             "median": round(statistics.median(r[k] for r in rows), 3 if "cpu_ms" in k else 1),
@@ -256,10 +264,12 @@ async def main(args: argparse.Namespace) -> None:
         for n in range(1, args.rounds + 1):
             for writers, rows in by_writers.items():
                 requests = max(args.latency_requests, writers * 4)
-                row = await measured(latency(pool, watch, writers, requests), stack)
+                row = await measured(latency(pool, watch, writers, requests), stack, pool)
                 print(json.dumps({"round": n, **row}))
                 rows.append(row)
-            row = await measured(sustained(common, pool, watch, args.commands, args.streams), stack)
+            row = await measured(
+                sustained(common, pool, watch, args.commands, args.streams), stack, pool
+            )
             print(json.dumps({"round": n, **row}))
             sustained_rows.append(row)
     finally:
@@ -290,12 +300,15 @@ def _fig(f: dict[str, float]) -> str:
 
 
 def cpu_line(s: dict[str, dict[str, float]], unit: str) -> str:
-    each = ", ".join(
-        f"{k.removeprefix('cpu_ms_')} {v['median']}"
-        for k, v in s.items()
-        if k.startswith("cpu_ms_") and k != "cpu_ms_total"
-    )
-    return f"    CPU ms {unit} (medians): {s['cpu_ms_total']['median']} in all; {each}"
+    parts = {
+        k.removeprefix("cpu_ms_"): v["median"] for k, v in s.items() if k.startswith("cpu_ms_")
+    }
+    total = parts.pop("total")
+    by_service = {k.removeprefix("pg_"): parts.pop(k) for k in list(parts) if k.startswith("pg_")}
+    each = ", ".join(f"{k} {v}" for k, v in parts.items())
+    served = ", ".join(f"{k} {v}" for k, v in by_service.items())
+    line = f"    CPU ms {unit} (medians): {total} in all; {each}"
+    return line + (f"\n    of which Postgres served: {served}" if served else "")
 
 
 def _steal(s: dict[str, dict[str, float]]) -> str:

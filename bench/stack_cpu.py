@@ -4,6 +4,8 @@ The parts are found through the state folder's pid files (``engram up`` writes t
 the five services, the broker, and Postgres with every backend. A backend that ends
 between two samples is still counted: the postmaster has reaped it, and its time is in
 the postmaster's children's times. The benchmark's own process counts as ``benchmark``.
+Postgres's share is also split by the service each backend serves (``pg_<service>``, from
+the sessions' ``application_name``), as part of ``postgres``, not beside it.
 ``cpu_times`` reads the whole machine's busy and stolen time.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+import asyncpg
 import psutil
 
 from engram.devstack import resolve_state
@@ -25,17 +28,32 @@ class StackCpu:
         self.pids = {p: pid for p in PARTS if (pid := read_live_pid(paths.pidfile(p)))}
         self.missing = [p for p in PARTS if p not in self.pids]
 
-    def sample(self) -> dict[str, float]:
-        """Seconds of CPU each part has used so far."""
+    def sample(self, backends: dict[int, str] | None = None) -> dict[str, float]:
+        """Seconds of CPU each part has used so far; with ``backends`` (see
+        ``services_backends``), also each service's Postgres backends'."""
         seconds = {part: _seconds(pid, part == "postgres") for part, pid in self.pids.items()}
         seconds["benchmark"] = _seconds(None, False)
+        for pid, service in (backends or {}).items():
+            key = f"pg_{service}"
+            seconds[key] = seconds.get(key, 0.0) + _seconds(pid, False)
         return seconds
 
     @staticmethod
     def per_unit(before: dict[str, float], after: dict[str, float], units: int) -> dict[str, float]:
-        """Milliseconds of CPU per request (or command) of each part, and their total."""
+        """Milliseconds of CPU per request (or command) of each part, and their total (the
+        ``pg_`` shares are in ``postgres`` already)."""
         each = {p: round((after[p] - before[p]) * 1000 / units, 3) for p in after if p in before}
-        return {**each, "total": round(sum(each.values()), 3)}
+        total = sum(v for p, v in each.items() if not p.startswith("pg_"))
+        return {**each, "total": round(total, 3)}
+
+
+async def services_backends(pool: asyncpg.Pool) -> dict[int, str]:
+    """Each Postgres backend a service holds, by pid: the service's name. A backend that
+    opens or ends during a round is not in both samples and counts only in ``postgres``."""
+    rows = await pool.fetch(
+        "SELECT pid, application_name FROM pg_stat_activity WHERE application_name LIKE 'engram-%'"
+    )
+    return {r["pid"]: r["application_name"].removeprefix("engram-") for r in rows}
 
 
 def _seconds(pid: int | None, with_children: bool) -> float:
