@@ -27,7 +27,7 @@ from pathlib import Path
 import asyncpg
 from aiokafka import AIOKafkaProducer
 from lean_http import KeepAliveClient
-from stack_cpu import StackCpu, cpu_times, services_backends
+from stack_cpu import StackCpu, cpu_times, python_speed, services_backends
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
@@ -251,7 +251,9 @@ async def main(args: argparse.Namespace) -> None:
         "machine": "2 cores, 24 GiB",
         "when": time.strftime("%F %T"),
         "rounds": args.rounds,
+        "python_loop_seconds": python_speed(),
     }
+    print(f"this machine's Python speed: {results['python_loop_seconds']} s for the loop")
     stack = StackCpu()
     if stack.missing:
         print(f"no pid file for {', '.join(stack.missing)}: their CPU is not counted")

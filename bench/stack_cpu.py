@@ -6,12 +6,14 @@ between two samples is still counted: the postmaster has reaped it, and its time
 the postmaster's children's times. The benchmark's own process counts as ``benchmark``.
 Postgres's share is also split by the service each backend serves (``pg_<service>``, from
 the sessions' ``application_name``), as part of ``postgres``, not beside it.
-``cpu_times`` reads the whole machine's busy and stolen time.
+``cpu_times`` reads the whole machine's busy and stolen time, and ``python_speed`` how fast
+this machine runs Python today, so that figures of two days can be compared.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 
 import asyncpg
 import psutil
@@ -83,3 +85,18 @@ def cpu_times() -> tuple[int, int, int] | None:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     return user + nice + system + irq + softirq, steal, sum(fields)
+
+
+def python_speed(loops: int = 3_000_000) -> float:
+    """Seconds this machine takes, at best of three, for a fixed pure-Python loop; run it
+    while the stack is idle. Machines "of the same kind" differ from day to day (on
+    2026-12-01 the broker spent 1.8 times the CPU a request it had spent the day before,
+    with no change to it), and every figure of a benchmark moves with the machine."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for n in range(loops):
+            total += n
+        best = min(best, time.perf_counter() - started)
+    return round(best, 3)
