@@ -89,9 +89,8 @@ def cpu_times() -> tuple[int, int, int] | None:
 
 def python_speed(loops: int = 3_000_000) -> float:
     """Seconds this machine takes, at best of three, for a fixed pure-Python loop; run it
-    while the stack is idle. Machines "of the same kind" differ from day to day (on
-    2026-12-01 the broker spent 1.8 times the CPU a request it had spent the day before,
-    with no change to it), and every figure of a benchmark moves with the machine."""
+    while the stack is idle. Machines "of the same kind" differ from day to day, and every
+    figure of a benchmark moves with the machine it ran on."""
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
