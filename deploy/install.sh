@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Engram needs on a fresh Debian machine: Java 17 + Maven for the
 # Kafka broker (apt, only when missing), a virtualenv with the project and its
-# test tools. Idempotent; prints what it does.
+# test tools, at the versions in deploy/constraints.txt. Idempotent; prints what it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +29,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "• installing Engram and its dependencies into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev,embeddings]"
+.venv/bin/python -m pip install -q -c deploy/constraints.txt -e ".[dev,embeddings]"
 echo "• fetching the local embedding model (first run only)"
 .venv/bin/engram fetch-model
