@@ -3,8 +3,10 @@ re-exported from ``engram.http_problems``, where it is written."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -17,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engram.auth import AuthError, Principal, TokenVerifier
 from engram.crypto import load_master_key
+from engram.faults import of_the_moment
 from engram.http_problems import (
     MAX_BODY_BYTES,
     PROBLEM,
@@ -38,9 +41,12 @@ __all__ = [
     "MAX_BODY_BYTES",
     "PROBLEM",
     "PROBLEM_RESPONSES",
+    "READY_TIMEOUT_SECONDS",
     "BodyLimit",
     "Problem",
     "ProblemError",
+    "Unanswered",
+    "ask_ready",
     "bearer_of",
     "bearer_token",
     "check_startup",
@@ -55,6 +61,7 @@ __all__ = [
 ]
 
 S = TypeVar("S", bound=ServiceSettings)
+T = TypeVar("T")
 
 
 # How a router's OpenAPI names its authentication: a bearer JWT (``principal_from`` checks
@@ -109,6 +116,30 @@ def install_health(app: FastAPI, ready: Callable[[], Awaitable[dict[str, Any]]])
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+
+
+# How long a health check waits for a part (the database) before it says not ready.
+READY_TIMEOUT_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A part a health check asked gave no answer: none in time, or a fault of the moment."""
+
+    error: str
+
+
+async def ask_ready(question: Awaitable[T]) -> T | Unanswered:
+    """``question``'s answer within ``READY_TIMEOUT_SECONDS``; ``Unanswered`` when it has
+    none in time or meets a fault of the moment (the database restarting, a connection
+    cut): the service is then not ready. Any other error is a bug, not the part's state,
+    and goes on up."""
+    try:
+        return await asyncio.wait_for(question, READY_TIMEOUT_SECONDS)
+    except Exception as exc:
+        if not of_the_moment(exc):
+            raise
+        return Unanswered(repr(exc)[:300])
 
 
 # The cyclic garbage collector runs after 50,000 net allocations, not Python's 700: with

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ from contracts import topics
 from engram.auth import TokenVerifier
 from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate, migrate_shared
-from engram.faults import of_the_moment
-from engram.http import install_health, install_problem_handlers
+from engram.http import Unanswered, ask_ready, install_health, install_problem_handlers
 from engram.kafka import partition_count
 from engram.keystore import KeyStore
 from engram.log_pruner import GroupLogPruner
@@ -199,10 +197,4 @@ def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
 
 
 async def _database_answers(state: State) -> bool:
-    try:
-        await asyncio.wait_for(state.pool.fetchval("SELECT 1"), 2.0)
-    except Exception as exc:
-        if not of_the_moment(exc):
-            raise
-        return False
-    return True
+    return not isinstance(await ask_ready(state.pool.fetchval("SELECT 1")), Unanswered)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from aiokafka.errors import KafkaError
 from fastapi import FastAPI
 
 from engram.budget import DailyBudget
@@ -17,7 +16,7 @@ from engram.crypto import MasterKey, load_master_key
 from engram.db import migrate, migrate_shared
 from engram.embeddings.providers import EmbeddingProvider, open_provider
 from engram.embeddings.settings import EmbeddingSettings
-from engram.http import install_health, install_problem_handlers
+from engram.http import Unanswered, ask_ready, install_health, install_problem_handlers
 from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
@@ -147,11 +146,11 @@ def _model(provider: EmbeddingProvider | None) -> str | None:
 
 
 async def _lag(follower: PreparingFollower[Prepared]) -> dict[int, int] | None:
-    """Lag per partition; None when Kafka does not answer quickly (health then says 503)."""
-    try:
-        lag = await asyncio.wait_for(follower.lag(), timeout=2.0)
-    except (TimeoutError, KafkaError) as exc:
-        log.warning("lag_unknown", error=repr(exc))
+    """Lag per partition; None when Kafka, or the database its stored offsets are read
+    from, does not answer quickly or meets a fault of the moment (health then says 503)."""
+    lag = await ask_ready(follower.lag())
+    if isinstance(lag, Unanswered):
+        log.warning("lag_unknown", error=lag.error)
         return None
     for partition, behind in lag.items():
         metrics.LAG.labels(str(partition)).set(behind)

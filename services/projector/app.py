@@ -14,8 +14,7 @@ from fastapi import FastAPI
 from contracts import topics
 from engram.crypto import MasterKey, load_master_key
 from engram.db import create_pool, migrate, migrate_shared
-from engram.faults import of_the_moment
-from engram.http import install_health, install_problem_handlers
+from engram.http import Unanswered, ask_ready, install_health, install_problem_handlers
 from engram.keystore import KeyStore
 from engram.logging import configure_logging, get_logger
 from engram.service import cancel, supervise
@@ -111,12 +110,10 @@ def _vacuum(
 def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
         state = app.state
-        try:
-            anomalies = await _anomalies(state.pool)
-        except Exception as exc:
-            if not of_the_moment(exc):
-                raise
-            return {"database": False, "error": repr(exc)[:300]}
+        # Bounded: a database that hangs is "not ready", not a health check that hangs too.
+        anomalies = await ask_ready(_anomalies(state.pool))
+        if isinstance(anomalies, Unanswered):
+            return {"database": False, "error": anomalies.error}
         return {
             "kafka": await state.follower.broker_answers(),
             "applied": state.follower.applied,

@@ -13,7 +13,7 @@ from starlette.datastructures import State
 from engram.auth import TokenVerifier
 from engram.db import create_pool, migrate, migrate_shared, with_user
 from engram.embeddings.settings import EmbeddingSettings
-from engram.http import install_health, install_problem_handlers
+from engram.http import Unanswered, ask_ready, install_health, install_problem_handlers
 from engram.logging import configure_logging, get_logger
 from engram.ratelimit import install_rate_limit
 from engram.settings import CommonSettings
@@ -88,10 +88,10 @@ def _publish(
 
 def _readiness(app: FastAPI) -> Callable[[], Awaitable[dict[str, Any]]]:
     async def ready() -> dict[str, Any]:
-        try:
-            await app.state.pool.fetchval("SELECT 1")
-        except Exception as exc:
-            return {"database": False, "error": str(exc)}
+        # Bounded, and only a fault of the moment is "not ready", as the command service's.
+        answer = await ask_ready(app.state.pool.fetchval("SELECT 1"))
+        if isinstance(answer, Unanswered):
+            return {"database": False, "error": answer.error}
         return {"database": True, "model": _model(app)}
 
     return ready
