@@ -9,6 +9,7 @@ with the reason; it never skips.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import socket
 import uuid
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 import pytest
 
 from engram.auth import dev_secret, mint_token
+from engram.embeddings import providers
+from engram.embeddings.providers import LocalProvider
 from engram.settings import CommonSettings
 from engram.setup import setup
 
@@ -37,11 +40,16 @@ def _containers() -> Iterator[dict[str, str]]:
     from testcontainers.kafka import KafkaContainer
     from testcontainers.postgres import PostgresContainer
 
-    with KafkaContainer("apache/kafka:4.1.1").with_kraft() as kafka, PostgresContainer(
-        "pgvector/pgvector:pg17", username="postgres", password="postgres", dbname="engram"
-    ) as pg:
-        yield {"KAFKA_BOOTSTRAP_SERVERS": kafka.get_bootstrap_server(),
-               "DATABASE_URL": pg.get_connection_url(driver=None)}
+    with (
+        KafkaContainer("apache/kafka:4.1.1").with_kraft() as kafka,
+        PostgresContainer(
+            "pgvector/pgvector:pg17", username="postgres", password="postgres", dbname="engram"
+        ) as pg,
+    ):
+        yield {
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.get_bootstrap_server(),
+            "DATABASE_URL": pg.get_connection_url(driver=None),
+        }
 
 
 @pytest.fixture
@@ -54,8 +62,9 @@ def unused_port() -> int:
 
 @pytest.fixture(scope="session")
 def stack_settings() -> Iterator[dict[str, str]]:
-    given = {k: os.environ[k] for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL")
-             if os.environ.get(k)}
+    given = {
+        k: os.environ[k] for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL") if os.environ.get(k)
+    }
     if len(given) == 2:
         settings, source = given, "given settings"
     elif _docker_reachable():
@@ -71,6 +80,29 @@ def stack_settings() -> Iterator[dict[str, str]]:
     yield settings
 
 
+@pytest.fixture(scope="session")
+def local_model() -> LocalProvider:
+    """The local embedding model, loaded once a session: each load hashes 34 MB and builds
+    an ONNX session. Its vectors depend only on the texts of one run, never on earlier
+    runs, so the tests that read it can share it."""
+    return LocalProvider()
+
+
+@pytest.fixture
+def opened_local_model(local_model: LocalProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``open_provider`` (a service's or the CLI's way to the model) hands out the session's
+    model, with the batch size it asks for, instead of loading one of its own."""
+
+    def loaded(batch_size: int = 32) -> LocalProvider:
+        if batch_size == local_model._batch:
+            return local_model
+        twin = copy.copy(local_model)  # the same session and lock: still one run at a time
+        twin._batch = batch_size
+        return twin
+
+    monkeypatch.setattr(providers, "LocalProvider", loaded)
+
+
 @dataclass(frozen=True)
 class Caller:
     org: str
@@ -82,14 +114,32 @@ class Caller:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def caller(org: str | None = None, member: str = "ana", roles: tuple[str, ...] = (),
-           agent: str | None = None, session: str | None = None,
-           project: str | None = None, fork_of: str | None = None,
-           person: bool = False) -> Caller:
+def caller(
+    org: str | None = None,
+    member: str = "ana",
+    roles: tuple[str, ...] = (),
+    agent: str | None = None,
+    session: str | None = None,
+    project: str | None = None,
+    fork_of: str | None = None,
+    person: bool = False,
+) -> Caller:
     org = org or f"org-{uuid.uuid4().hex[:8]}"
-    return Caller(org, member, mint_token(dev_secret(), org=org, member=member, roles=roles,
-                                          agent=agent, session=session, project=project,
-                                          fork_of=fork_of, person=person))
+    return Caller(
+        org,
+        member,
+        mint_token(
+            dev_secret(),
+            org=org,
+            member=member,
+            roles=roles,
+            agent=agent,
+            session=session,
+            project=project,
+            fork_of=fork_of,
+            person=person,
+        ),
+    )
 
 
 @pytest.fixture

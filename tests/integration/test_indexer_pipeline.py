@@ -62,11 +62,6 @@ def keys(pool: asyncpg.Pool) -> KeyStore:
     return KeyStore(pool, MasterKey(load_master_key(CommonSettings())))
 
 
-@pytest.fixture(scope="module")
-def local() -> LocalProvider:
-    return LocalProvider()
-
-
 class Stream:
     """One org's scope on a topic of its own: seals and publishes events in order."""
 
@@ -234,15 +229,15 @@ async def stored_offset(pool: asyncpg.Pool, topic: str) -> int | None:
 
 
 async def test_vectors_follow_each_items_lifecycle_and_forgetting_wins(
-    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+    stream: Stream, pool: asyncpg.Pool, local_model: LocalProvider, run_indexer: Starter
 ) -> None:
     trip, draft = f"{stream.org}-trip", f"{stream.org}-draft"
-    await run_indexer(local)
+    await run_indexer(local_model)
     await stream.remember(trip, "The trip budget is 1500 EUR.")
     await stream.remember(draft, "Maybe we like tea.", status="candidate")
     first = await until(vector_of(pool, trip), "the first vector")
-    assert (first["revision"], first["model"]) == (1, local.model)
-    [expected] = await local.embed(["The trip budget is 1500 EUR."])
+    assert (first["revision"], first["model"]) == (1, local_model.model)
+    [expected] = await local_model.embed(["The trip budget is 1500 EUR."])
     assert first["embedding"].to_list() == pytest.approx(expected, abs=1e-6)
 
     await stream.publish(MemoryPinned(item_id=trip, revision=2, pinned=True))
@@ -276,18 +271,18 @@ LONG = " ".join(f"Sentence {n} is about the quarterly plan for team {n}." for n 
 
 
 async def test_a_long_memory_has_a_vector_a_passage_and_loses_them_with_its_text(
-    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+    stream: Stream, pool: asyncpg.Pool, local_model: LocalProvider, run_indexer: Starter
 ) -> None:
     """Each passage of a long memory (engram.passages), in the slices the model reads
     whole, gets a vector of its own, of the current text only."""
     item = f"{stream.org}-long"
-    texts = embedding_texts(None, LONG, local)
+    texts = embedding_texts(None, LONG, local_model)
     assert len({t.passage for t in texts}) >= 3
-    await run_indexer(local)
+    await run_indexer(local_model)
     await stream.remember(item, LONG)
     keys = [(t.passage, t.piece) for t in texts]
     rows = await until(_vectors(pool, item, keys), "a vector a passage's piece")
-    expected = await local.embed([t.text for t in texts])
+    expected = await local_model.embed([t.text for t in texts])
     for row, vector in zip(rows, expected, strict=True):
         assert row["revision"] == 1
         assert row["embedding"].to_list() == pytest.approx(vector, abs=1e-6)
@@ -314,14 +309,14 @@ def _vectors(
 
 
 async def test_an_item_whose_key_is_shredded_is_skipped_not_dead_lettered(
-    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, run_indexer: Starter
+    stream: Stream, pool: asyncpg.Pool, local_model: LocalProvider, run_indexer: Starter
 ) -> None:
     gone, kept = f"{stream.org}-gone", f"{stream.org}-kept"
     await stream.remember(gone, "A secret that was forgotten.")
     async with pool.acquire() as conn:
         await shred(conn, gone)
     await stream.remember(kept, "The trip budget is 1500 EUR.")
-    follower = await run_indexer(local)
+    follower = await run_indexer(local_model)
     await until(vector_of(pool, kept), "the kept item's vector")
     assert await vector_of(pool, gone)() is None
     assert follower.applied == 2
@@ -424,11 +419,11 @@ async def _dead_letter_for(consumer: AIOKafkaConsumer, topic: str) -> dict[str, 
 
 
 async def test_turning_embeddings_on_later_embeds_on_replay_what_was_folded_while_off(
-    stream: Stream, pool: asyncpg.Pool, local: LocalProvider, keys: KeyStore
+    stream: Stream, pool: asyncpg.Pool, local_model: LocalProvider, keys: KeyStore
 ) -> None:
     item = f"{stream.org}-trip"
     last = await stream.remember(item, "The trip budget is 1500 EUR.")
-    for provider, group in ((None, "off"), (local, "on")):
+    for provider, group in ((None, "off"), (local_model, "on")):
         indexer = EventIndexer(VectorStore(pool), KeyStore(pool, keys.master), provider)
         follower: PreparingFollower[Prepared] = PreparingFollower(
             prepare=indexer.prepare,

@@ -95,11 +95,6 @@ async def pool(stack_settings: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-@pytest.fixture(scope="module")
-def local() -> LocalProvider:
-    return LocalProvider()
-
-
 @pytest.fixture
 async def org(pool: asyncpg.Pool) -> AsyncIterator[str]:
     name = f"idx-{uuid.uuid4().hex[:10]}"
@@ -154,10 +149,10 @@ def row(item_id: str, org: str, revision: int, model: str, embedding: list[float
 
 
 async def test_an_embedding_finishing_after_a_forget_writes_nothing(
-    pool: asyncpg.Pool, org: str, local: LocalProvider
+    pool: asyncpg.Pool, org: str, local_model: LocalProvider
 ) -> None:
     item = await put_item(pool, org, f"{org}-trip", "The trip budget is 1500 EUR.")
-    gated = GatedProvider(local)
+    gated = GatedProvider(local_model)
     await VectorStore(pool).ensure_model(gated.model, gated.dimensions)
     task = asyncio.create_task(reindex(pool, gated, org=org))
     await asyncio.wait_for(gated.started.wait(), DEADLINE)  # the request is in flight
@@ -169,12 +164,12 @@ async def test_an_embedding_finishing_after_a_forget_writes_nothing(
 
 
 async def test_an_embedding_of_a_corrected_item_writes_nothing_for_the_old_revision(
-    pool: asyncpg.Pool, org: str, local: LocalProvider
+    pool: asyncpg.Pool, org: str, local_model: LocalProvider
 ) -> None:
     item = await put_item(pool, org, f"{org}-trip", "The trip budget is 1500 EUR.")
-    [old] = await local.embed(["The trip budget is 1500 EUR."])
+    [old] = await local_model.embed(["The trip budget is 1500 EUR."])
     await put_item(pool, org, item, "The trip budget is 1600 EUR.", revision=2)  # corrected
-    result = await VectorStore(pool).write_vectors([row(item, org, 1, local.model, old)])
+    result = await VectorStore(pool).write_vectors([row(item, org, 1, local_model.model, old)])
     assert (result.written, dict(result.dropped)) == (0, {"stale": 1})
     assert await vectors(pool, org) == {}
 
@@ -246,7 +241,7 @@ async def wait_for_lock_waiter(pool: asyncpg.Pool) -> None:
 
 
 async def test_nearest_finds_by_meaning_within_org_scopes_current_revision_and_active(
-    pool: asyncpg.Pool, org: str, local: LocalProvider
+    pool: asyncpg.Pool, org: str, local_model: LocalProvider
 ) -> None:
     trip = await put_item(pool, org, f"{org}-trip", "The trip budget is 1500 EUR.")
     rule = await put_item(
@@ -258,26 +253,26 @@ async def test_nearest_finds_by_meaning_within_org_scopes_current_revision_and_a
     other = f"{org}-x"
     await put_item(pool, other, f"{other}-trip", "The trip budget is 1500 EUR.")
     try:
-        assert (await reindex(pool, local, org=org)).embedded == 3
-        assert (await reindex(pool, local, org=other)).embedded == 1
-        [query] = await local.embed_queries(["How much can we spend on the vacation?"])
+        assert (await reindex(pool, local_model, org=org)).embedded == 3
+        assert (await reindex(pool, local_model, org=other)).embedded == 1
+        [query] = await local_model.embed_queries(["How much can we spend on the vacation?"])
         store = VectorStore(pool)
 
-        hits = await store.nearest(org, ["shared"], local.model, query, 2.0, 10)
+        hits = await store.nearest(org, ["shared"], local_model.model, query, 2.0, 10)
         assert [h[0] for h in hits] == [trip, rule]  # nearest first; no other org, no bo
         assert hits[0][1] < hits[1][1]
         # Distances with this model: trip ~0.20, bo's holiday ~0.17, the rule ~0.31.
         assert [
-            h[0] for h in await store.nearest(org, ["shared"], local.model, query, 0.25, 10)
+            h[0] for h in await store.nearest(org, ["shared"], local_model.model, query, 0.25, 10)
         ] == [trip]
-        both = await store.nearest(org, ["shared", "member:bo"], local.model, query, 0.25, 10)
+        both = await store.nearest(org, ["shared", "member:bo"], local_model.model, query, 0.25, 10)
         assert {h[0] for h in both} == {trip, private}
 
         await put_item(pool, org, rule, "Run the tests first.", revision=2)  # not re-embedded
         await put_item(
             pool, org, trip, "The trip budget is 1500 EUR.", status="disabled", revision=2
         )
-        assert await store.nearest(org, ["shared"], local.model, query, 2.0, 10) == []
+        assert await store.nearest(org, ["shared"], local_model.model, query, 2.0, 10) == []
         assert await store.nearest(org, ["shared"], "no-such-model", query, 2.0, 10) == []
     finally:
         await pool.execute("DELETE FROM indexer.vectors WHERE org = $1", other)
@@ -343,6 +338,7 @@ async def test_a_model_change_re_embeds_every_active_item_once_and_drops_the_old
     assert await store.nearest(org, ["shared"], "hash-old", old.vector("x"), 2.0, 10) == []
 
 
+@pytest.mark.usefixtures("opened_local_model")
 async def test_the_cli_entry_point_re_embeds_with_the_configured_model_or_says_off(
     pool: asyncpg.Pool, org: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -85,14 +85,13 @@ async def seed_items(dsn: str, org: str) -> None:
                 "content, revision, created_by, created_at, updated_at) "
                 "VALUES ($1, $2, 'shared', $3, 'fact', 'active', $4, 1, $5, $6, $6)",
                 f"{org}-{key}", org, f"{org}/shared", text, json.dumps({"org": org}), now,
-            )
+            )  # fmt: skip
     finally:
         await owner.close()
 
 
-async def index_items(dsn: str, org: str) -> None:
+async def index_items(dsn: str, org: str, model: LocalProvider) -> None:
     """What the indexer does for these items: register the model, embed, recheck, write."""
-    model = LocalProvider()
     pool = await create_vector_pool(dsn)
     try:
         store = VectorStore(pool)
@@ -123,12 +122,13 @@ def hits(found: dict[str, list[str]]) -> set[str]:
     return {query for query, wanted in LABELLED.items() if wanted in found[query]}
 
 
+@pytest.mark.usefixtures("opened_local_model")
 async def test_hybrid_finds_what_either_retriever_alone_misses(
-    stack_settings: dict[str, str], org: str, recall_pool: asyncpg.Pool
+    stack_settings: dict[str, str], org: str, recall_pool: asyncpg.Pool, local_model: LocalProvider
 ) -> None:
     dsn = stack_settings["DATABASE_URL"]
     await seed_items(dsn, org)
-    await index_items(dsn, org)
+    await index_items(dsn, org, local_model)
     local = EmbeddingSettings(MEMORY_EMBEDDING_PROVIDER="local")
     async with open_embedder(local, RecallSettings(), recall_pool) as embedder:
         assert embedder is not None
@@ -162,8 +162,9 @@ async def test_hybrid_finds_what_either_retriever_alone_misses(
     assert "revenue" not in after["Is our income increasing quickly?"], after
 
 
+@pytest.mark.usefixtures("opened_local_model")
 async def test_a_long_memory_is_found_by_a_later_passage_and_shown_as_it(
-    stack_settings: dict[str, str], org: str, recall_pool: asyncpg.Pool
+    stack_settings: dict[str, str], org: str, recall_pool: asyncpg.Pool, local_model: LocalProvider
 ) -> None:
     """The model reads 256 tokens of a text: a long memory's third passage is found by its
     meaning through a vector of its own, and the search shows that passage (seed 004: the
@@ -182,13 +183,13 @@ async def test_a_long_memory_is_found_by_a_later_passage_and_shown_as_it(
         )  # fmt: skip
     finally:
         await owner.close()
-    model, pool = LocalProvider(), await create_vector_pool(dsn)
+    pool = await create_vector_pool(dsn)
     try:
         store = VectorStore(pool)
-        await store.ensure_model(model.model, model.dimensions)
-        texts = embedding_texts(None, text, model)
-        vectors = iter(await model.embed([t.text for t in texts]))
-        rows = vector_rows(item, 1, model.model, org, "shared", vectors, texts)
+        await store.ensure_model(local_model.model, local_model.dimensions)
+        texts = embedding_texts(None, text, local_model)
+        vectors = iter(await local_model.embed([t.text for t in texts]))
+        rows = vector_rows(item, 1, local_model.model, org, "shared", vectors, texts)
         assert (await store.write_vectors(rows)).written == 1
     finally:
         await pool.close()

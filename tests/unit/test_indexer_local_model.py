@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -10,8 +11,11 @@ from engram.embeddings.providers import LOCAL_DIMENSIONS, LocalProvider
 
 
 @pytest.fixture(scope="module")
-def model() -> LocalProvider:
-    return LocalProvider(batch_size=2)
+def model(local_model: LocalProvider) -> LocalProvider:
+    """The session's model, two texts a run: three texts take two runs."""
+    twin = copy.copy(local_model)
+    twin._batch = 2
+    return twin
 
 
 def cosine_distance(a: list[float], b: list[float]) -> float:
@@ -56,28 +60,30 @@ async def test_long_texts_are_truncated_not_refused(model: LocalProvider) -> Non
     assert len(vector) == LOCAL_DIMENSIONS
 
 
-def test_a_passage_is_sliced_where_the_model_would_stop_reading_it() -> None:
+def test_a_passage_is_sliced_where_the_model_would_stop_reading_it(
+    local_model: LocalProvider,
+) -> None:
     """QA: a German passage of 1,200 characters was read to its 667th, Chinese to its
     250th; each slice now fits the model's 256 tokens with its marks and the title."""
-    local = LocalProvider()
     german = ("Die Zahlungsverarbeitung wird nachts von der Bereitschaft überwacht. " * 20)[:1190]
     for passage in (german, "日本語のテキストです。" * 60, "Short English text."):
-        pieces = local.pieces("A title", passage)
+        pieces = local_model.pieces("A title", passage)
         assert "".join(pieces).replace(" ", "") == passage.replace(" ", "")
         assert all(piece in passage for piece in pieces)
         for piece in pieces:
-            assert len(local._counter.encode(f"passage: A title\n{piece}").ids) <= 256
-    assert local.pieces("A title", "Short English text.") == ["Short English text."]
-    assert len(local.pieces(None, german)) == 2
+            assert len(local_model._counter.encode(f"passage: A title\n{piece}").ids) <= 256
+    assert local_model.pieces("A title", "Short English text.") == ["Short English text."]
+    assert len(local_model.pieces(None, german)) == 2
 
 
-def test_a_long_title_is_cut_so_that_every_slice_of_the_text_is_read() -> None:
+def test_a_long_title_is_cut_so_that_every_slice_of_the_text_is_read(
+    local_model: LocalProvider,
+) -> None:
     """QA: a Korean title of 200 characters took 356 tokens: no slice of the text was read."""
-    local = LocalProvider()
     title = ("주방 리모델링 공사 기록 " * 20)[:200].strip()
-    head = local.heading(title)
+    head = local_model.heading(title)
     assert head is not None and title.startswith(head) and len(head) < len(title)
-    assert local.heading("A short title") == "A short title"
+    assert local_model.heading("A short title") == "A short title"
     text = ("강아지 훈련 수업은 매주 토요일에 있습니다. " * 40)[:1190]
-    for piece in local.pieces(head, text):
-        assert len(local._counter.encode(f"passage: {head}\n{piece}").ids) <= 256
+    for piece in local_model.pieces(head, text):
+        assert len(local_model._counter.encode(f"passage: {head}\n{piece}").ids) <= 256
