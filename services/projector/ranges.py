@@ -8,21 +8,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
 from engram.faults import UNSTORABLE
 from engram.kafka import consumer
-from engram.tracking import OFFSETS_UPSERT
+from engram.stored_offsets import OffsetRow
+from services.projector.adapters.shadow import Pool, apply_batch, store_offset
 from services.projector.handlers import EventProjector
 
 Progress = Callable[[str], None]
-STORE_OFFSET = OFFSETS_UPSERT.format(table="projector.offsets")
 
 
 async def apply_range(
-    shadow: asyncpg.Pool,
+    shadow: Pool,
     projector: EventProjector,
     bootstrap: str,
     starts: dict[int, int],
@@ -58,7 +57,7 @@ async def _reading(bootstrap: str) -> AsyncIterator[AIOKafkaConsumer]:
 class _Range:
     """One ``apply_range``: its reader, where the records go, and how many went."""
 
-    shadow: asyncpg.Pool
+    shadow: Pool
     projector: EventProjector
     events: AIOKafkaConsumer
     progress: Progress | None
@@ -102,11 +101,18 @@ class _Range:
                 await self.projector.dead_letter(one, f"not storable: {exc!r}")
 
     async def _apply(self, tp: TopicPartition, records: list[Any], reached: int) -> None:
-        async with self.shadow.acquire() as conn, conn.transaction():
-            await self.projector.handle_batch(conn, records)
-            if self.group_id is not None:
-                await conn.execute(STORE_OFFSET, self.group_id, tp.topic, tp.partition, reached)
+        await apply_batch(
+            self.shadow,
+            lambda conn: self.projector.handle_batch(conn, records),
+            self._offset(tp, reached),
+        )
 
     async def _store_offset(self, tp: TopicPartition, offset: int) -> None:
-        async with self.shadow.acquire() as conn:
-            await conn.execute(STORE_OFFSET, self.group_id, tp.topic, tp.partition, offset)
+        if (row := self._offset(tp, offset)) is not None:  # the callers check the group
+            await store_offset(self.shadow, row)
+
+    def _offset(self, tp: TopicPartition, offset: int) -> OffsetRow | None:
+        """The offset to store with the rows (None: a replay of some orgs stores none)."""
+        if self.group_id is None:
+            return None
+        return (self.group_id, tp.topic, tp.partition, offset)

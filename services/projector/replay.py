@@ -8,50 +8,33 @@ live projector's group id, so a swap knows what the shadow holds."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import asyncpg
 
 from contracts import topics
 from engram.crypto import MasterKey
-from engram.db import create_pool, migrate, migrate_shared
 from engram.kafka import partition_count
 from engram.keystore import KeyStore
+from services.projector.adapters.shadow import (
+    Connection,
+    Pool,
+    checksummed_rows,
+    connection,
+    current_database,
+    database_comment,
+    live_and_shadow,
+    live_server,
+    make_database,
+    migrate_shadow,
+)
 from services.projector.handlers import EventProjector
 from services.projector.ranges import Progress, apply_range
 from services.projector.settings import ProjectorSettings
 
-SQL_DIR = Path(__file__).parent / "sql"
 GROUP_ID = ProjectorSettings.model_fields["group_id"].default
-
-# Rows that must match between a replay and the live read models (no wall-clock columns).
-CHECKSUM_QUERIES = {
-    # Every column but the full-text vector (derived from the content and title); a
-    # damaged expiry or sources went unseen (QA).
-    "items": "SELECT item_id, org, scope, stream_id, kind, status, key, title, content, "
-    "content_length, pinned, tags, "
-    "sources, revision, superseded_by, replaces, expires_at, created_by, created_at, "
-    "updated_at, archived_from, inferred FROM memory.items "
-    "WHERE org LIKE $1 ORDER BY item_id",
-    "revisions": "SELECT item_id, revision, reason, title, content, content_hash "
-    "FROM memory.revisions WHERE org LIKE $1 ORDER BY item_id, revision",
-    "tombstones": "SELECT item_id, content_hashes, revisions FROM memory.tombstones "
-    "WHERE org LIKE $1 ORDER BY item_id",
-    "generations": "SELECT org, scope, generation FROM memory.generations "
-    "WHERE org LIKE $1 ORDER BY org, scope",
-    "links": "SELECT source_id, target_id, kind, weight, created_at, updated_at "
-    "FROM memory.links WHERE org LIKE $1 ORDER BY source_id, target_id, kind",
-    "proposals": "SELECT proposal_id, item_id, change, base_revision, title, content, status, "
-    "proposer_agent, kind, tags, "
-    "proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id",
-}
 
 
 @dataclass(frozen=True)
@@ -69,12 +52,13 @@ class ReplayReport:
         return self.shadow_checksum == self.live_checksum
 
 
-async def checksum(conn: asyncpg.Connection, org_pattern: str = "%") -> str:
+async def checksum(conn: Connection, org_pattern: str = "%") -> str:
+    """The rows a replay and the live read models must agree on, as one digest."""
     digest = hashlib.sha256()
-    for name, query in CHECKSUM_QUERIES.items():
+    async for name, rows in checksummed_rows(conn, org_pattern):
         digest.update(name.encode())
-        for row in await conn.fetch(query, org_pattern):
-            digest.update(repr(tuple(row.values())).encode())
+        for values in rows:
+            digest.update(repr(values).encode())
     return digest.hexdigest()
 
 
@@ -95,24 +79,15 @@ async def recreate_database(live_dsn: str, name: str) -> str:
             f"{name!r}: a shadow's name is 1 to 63 lowercase letters, digits and '_', "
             "not starting with a digit"
         )
-    conn = await asyncpg.connect(live_dsn)
-    try:
-        live = await conn.fetchval("SELECT current_database()")
-        mark = await conn.fetchrow(
-            "SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database "
-            "WHERE datname = $1",
-            name,
-        )
-        if name == live or (mark is not None and mark["mark"] != SHADOW_MARK):
+    async with live_server(live_dsn) as server:
+        live = await current_database(server)
+        exists, mark = await database_comment(server, name)
+        if name == live or (exists and mark != SHADOW_MARK):
             raise ShadowError(
                 f"a database {name!r} exists and no replay made it: choose another name "
                 "(a replay drops only its own shadows)"
             )
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        await conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{SHADOW_MARK}'")
-    finally:
-        await conn.close()
+        await make_database(server, name, SHADOW_MARK)
     base, _, _ = live_dsn.rpartition("/")
     return f"{base}/{name}"
 
@@ -128,28 +103,13 @@ async def replay(
     group_id: str = GROUP_ID,
 ) -> ReplayReport:
     started = time.monotonic()
-    await migrate_shared(shadow_dsn)
-    await migrate(shadow_dsn, "projector", SQL_DIR)
+    await migrate_shadow(shadow_dsn)
     async with live_and_shadow(live_dsn, shadow_dsn) as (live, shadow):
         poison = _Poison()
         projector = EventProjector(KeyStore(live, master), poison.skip)
         prefix = _key_prefix(org_pattern)
         count = await _apply_all(shadow, projector, bootstrap, progress, prefix, group_id)
         return await _report(live, shadow, org_pattern, count, started, poison)
-
-
-@contextlib.asynccontextmanager
-async def live_and_shadow(
-    live_dsn: str, shadow_dsn: str
-) -> AsyncIterator[tuple[asyncpg.Pool, asyncpg.Pool]]:
-    """A small pool on each database, both closed on the way out."""
-    live = await create_pool(live_dsn, max_size=2)
-    shadow = await create_pool(shadow_dsn, max_size=2)
-    try:
-        yield live, shadow
-    finally:
-        await live.close()
-        await shadow.close()
 
 
 class _Poison:
@@ -170,14 +130,14 @@ def _key_prefix(org_pattern: str) -> bytes | None:
 
 
 async def _report(
-    live: asyncpg.Pool,
-    shadow: asyncpg.Pool,
+    live: Pool,
+    shadow: Pool,
     org_pattern: str,
     count: int,
     started: float,
     poison: _Poison,
 ) -> ReplayReport:
-    async with shadow.acquire() as s, live.acquire() as lv:
+    async with connection(shadow) as s, connection(live) as lv:
         return ReplayReport(
             count - len(poison.why),
             round(time.monotonic() - started, 2),
@@ -188,7 +148,7 @@ async def _report(
 
 
 async def _apply_all(
-    shadow: asyncpg.Pool,
+    shadow: Pool,
     projector: EventProjector,
     bootstrap: str,
     progress: Progress | None,

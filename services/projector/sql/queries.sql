@@ -122,3 +122,55 @@ WHERE item_id = $1
 -- name: prune_revisions
 -- The org's retention: the memory's revisions before $2 leave, text and all.
 DELETE FROM memory.revisions WHERE item_id = $1 AND revision < $2
+
+-- name: current_database
+SELECT current_database()
+
+-- name: database_comment
+-- A database of that name on the server, with its comment (a replay's shadow is marked so).
+SELECT shobj_description(oid, 'pg_database') AS mark FROM pg_database
+WHERE datname = $1
+
+-- name: checksum_items
+-- The rows a replay and the live read models must agree on, of the orgs LIKE $1 (no
+-- wall-clock columns). Every column but the full-text vector (derived from the content and
+-- title): a damaged expiry or sources went unseen (QA).
+SELECT item_id, org, scope, stream_id, kind, status, key, title, content,
+       content_length, pinned, tags,
+       sources, revision, superseded_by, replaces, expires_at, created_by, created_at,
+       updated_at, archived_from, inferred FROM memory.items
+WHERE org LIKE $1 ORDER BY item_id
+
+-- name: checksum_revisions
+SELECT item_id, revision, reason, title, content, content_hash
+FROM memory.revisions WHERE org LIKE $1 ORDER BY item_id, revision
+
+-- name: checksum_tombstones
+SELECT item_id, content_hashes, revisions FROM memory.tombstones
+WHERE org LIKE $1 ORDER BY item_id
+
+-- name: checksum_generations
+SELECT org, scope, generation FROM memory.generations
+WHERE org LIKE $1 ORDER BY org, scope
+
+-- name: checksum_links
+SELECT source_id, target_id, kind, weight, created_at, updated_at
+FROM memory.links WHERE org LIKE $1 ORDER BY source_id, target_id, kind
+
+-- name: checksum_proposals
+SELECT proposal_id, item_id, change, base_revision, title, content, status,
+       proposer_agent, kind, tags,
+       proposed_at, resolved_at FROM memory.proposals WHERE org LIKE $1 ORDER BY proposal_id
+
+-- name: schema_tables
+SELECT schemaname || '.' || tablename AS t FROM pg_tables
+WHERE schemaname = ANY($1) ORDER BY 1
+
+-- name: stored_columns
+-- A table's stored columns, in order (a generated one is computed again on the way in).
+SELECT column_name FROM information_schema.columns
+WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER'
+ORDER BY ordinal_position
+
+-- name: stored_offsets
+SELECT partition, next_offset FROM projector.offsets WHERE consumer = $1 AND topic = $2
