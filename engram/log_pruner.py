@@ -74,8 +74,14 @@ class LogPruner(ABC):
         it has committed."""
 
     async def start(self) -> None:
-        await self._admin.start()
-        await self._producer.start()
+        """A start that fails closes what it had opened (the admin client, when the
+        producer does not start), before the error goes on."""
+        try:
+            await self._admin.start()
+            await self._producer.start()
+        except BaseException:
+            await self.stop()  # safe on clients that did not start (aiokafka's are)
+            raise
 
     async def stop(self) -> None:
         await self._producer.stop()

@@ -120,10 +120,12 @@ class TrackedFollower:
         self.next_offset: dict[TopicPartition, int] = {}
 
     async def run(self) -> None:
-        await self._letters.producer.start()
-        self.consumer.subscribe([self.topic], listener=_Seek(self))
-        await self.consumer.start()
         try:
+            # Inside the try: a start that fails, or is cancelled while the group assigns
+            # partitions, still stops both clients (their stop is safe before a start).
+            await self._letters.producer.start()
+            self.consumer.subscribe([self.topic], listener=_Seek(self))
+            await self.consumer.start()
             while True:
                 fetched = await self.consumer.getmany(timeout_ms=200, max_records=self._max_batch)
                 async with self.lock:

@@ -115,8 +115,10 @@ class CommandProcessor:
 
     async def run(self) -> None:
         self._consumer.subscribe([self._topic], listener=_Rebalance(self))
-        await self._consumer.start()
         try:
+            # Inside the try: cancelled while the group assigns partitions (a stop during
+            # the start), the consumer still leaves the group and writers still stop.
+            await self._consumer.start()
             while True:
                 batches = await self._consumer.getmany(timeout_ms=200, max_records=self.max_batch)
                 for tp, records in batches.items():

@@ -47,7 +47,11 @@ class ProjectionWatch:
         self._lock = asyncio.Lock()  # one consumer: one question at a time
 
     async def start(self) -> None:
-        await self._kafka.start()
+        try:
+            await self._kafka.start()
+        except BaseException:  # a start that failed after it connected
+            await self._kafka.stop()
+            raise
 
     async def stop(self) -> None:
         await self._kafka.stop()

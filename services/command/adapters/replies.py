@@ -49,17 +49,27 @@ class CommandGateway:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self._producer.start()
-        await self._consumer.start()
+        """A start that fails stops what it had started (the producer, when the consumer or
+        the replies topic fails), before the error goes on."""
+        try:
+            await self._producer.start()
+            await self._consumer.start()
+            await self._read_replies_from_the_end()
+        except BaseException:
+            await self.stop()
+            raise
+        self._task = asyncio.create_task(self._listen(), name="reply-listener")
+
+    async def _read_replies_from_the_end(self) -> None:
         parts = range(await partition_count(self._bootstrap, topics.REPLIES))
         tps = [TopicPartition(topics.REPLIES, p) for p in parts]
         self._consumer.assign(tps)
         await self._consumer.seek_to_end(*tps)
         for tp in tps:  # resolve the end positions now, before any command is sent
             await self._consumer.position(tp)
-        self._task = asyncio.create_task(self._listen(), name="reply-listener")
 
     async def stop(self) -> None:
+        """Safe on a gateway that did not start, or only partly (aiokafka's stop is)."""
         if self._task:
             self._task.cancel()
         await self._consumer.stop()

@@ -15,7 +15,11 @@ class CommandPublisher:
         self._producer = producer(bootstrap, acks="all", enable_idempotence=True)
 
     async def start(self) -> None:
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except BaseException:  # connected, then no producer id: close the connections
+            await self._producer.stop()
+            raise
 
     async def stop(self) -> None:
         await self._producer.stop()
