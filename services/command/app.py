@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,36 +75,40 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        opened = await _open(common)
-        # Shared by the partitions' writers (one cache of org limits, one projection watch).
-        projection = await _watch_projection(opened.pool, settings, common)
-        processor = _processor(opened, _lookups(opened, projection), settings, common)
-        gateway = CommandGateway(common.kafka_bootstrap_servers, processor.submit)
-        await gateway.start()
-        _publish(app.state, settings, opened, processor, gateway)
-        pruner = GroupLogPruner(common.kafka_bootstrap_servers, topics.COMMANDS, settings.group_id)
-        await pruner.start()
-        task = supervise(processor.run(), "command-processor")
-        pruning = supervise(
-            pruner.run(settings.prune_seconds, lambda: processor.writers), "command-pruner"
-        )
-        log.info("command_service_started", port=settings.port, partitions=opened.partitions)
-        try:
+        # Each part's closing is pushed once it is open: a start that fails at a later
+        # step closes what the earlier ones opened (in reverse) before the error goes on.
+        async with AsyncExitStack() as stack:
+            opened = await _open(common, stack)
+            # Shared by the partitions' writers (one cache of org limits, one projection watch).
+            projection = await _watch_projection(opened.pool, settings, common)
+            stack.push_async_callback(projection.stop)
+            processor = _processor(opened, _lookups(opened, projection), settings, common)
+            gateway = CommandGateway(common.kafka_bootstrap_servers, processor.submit)
+            await gateway.start()
+            stack.push_async_callback(gateway.stop)
+            _publish(app.state, settings, opened, processor, gateway)
+            pruner = GroupLogPruner(
+                common.kafka_bootstrap_servers, topics.COMMANDS, settings.group_id
+            )
+            await pruner.start()
+            stack.push_async_callback(pruner.stop)
+            task = supervise(processor.run(), "command-processor")
+            pruning = supervise(
+                pruner.run(settings.prune_seconds, lambda: processor.writers), "command-pruner"
+            )
+            stack.push_async_callback(cancel, pruning, task)
+            log.info("command_service_started", port=settings.port, partitions=opened.partitions)
             yield
-        finally:
-            await cancel(pruning, task)
-            await pruner.stop()
-            await gateway.stop()
-            await projection.stop()
-            await opened.pool.close()
 
     return lifespan
 
 
-async def _open(common: CommonSettings) -> Opened:
+async def _open(common: CommonSettings, stack: AsyncExitStack) -> Opened:
+    """The pool's closing goes on ``stack``: a key or a topic that is missing closes it."""
     await migrate_shared(common.database_url)
     await migrate(common.database_url, "command", SQL_DIR)
     pool = await create_pool(common.database_url, max_size=8)
+    stack.push_async_callback(pool.close)
     keystore = KeyStore(pool, MasterKey(load_master_key(common)))
     verifier = TokenVerifier(common)
     partitions = await partition_count(common.kafka_bootstrap_servers, topics.EVENTS)

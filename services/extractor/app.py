@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -72,34 +72,41 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        opened = await _open(settings, common, today)
-        followers = _followers(opened, settings, common)
-        app.state.followers = followers
-        tasks = [supervise(f.run(), f"extractor-{n}") for n, f in followers.items()]
-        pruner = await _pruner(opened.pool, settings, common)
-        tasks.append(_pruning(pruner, followers["turns"], settings))
-        log.info("extractor_started", port=settings.port, ai="on" if opened.ai else "off")
-        try:
+        # Each part's closing is pushed once it is open: a start that fails at a later
+        # step closes what the earlier ones opened (in reverse) before the error goes on.
+        async with AsyncExitStack() as stack:
+            opened = await _open(settings, common, today, stack)
+            followers = _followers(opened, settings, common)
+            app.state.followers = followers
+            tasks = [supervise(f.run(), f"extractor-{n}") for n, f in followers.items()]
+            stack.push_async_callback(cancel, *tasks)  # when the pruner does not start
+            pruner = await _pruner(opened.pool, settings, common)
+            stack.push_async_callback(pruner.stop)
+            tasks.append(_pruning(pruner, followers["turns"], settings))
+            stack.push_async_callback(cancel, *tasks)  # every task stops before the pruner
+            log.info("extractor_started", port=settings.port, ai="on" if opened.ai else "off")
             yield
-        finally:
-            await cancel(*tasks)
-            await pruner.stop()
-            await opened.client.aclose()
-            await opened.publisher.stop()
-            await opened.pool.close()
 
     return lifespan
 
 
 async def _open(
-    settings: ExtractorSettings, common: CommonSettings, today: Callable[[], date]
+    settings: ExtractorSettings,
+    common: CommonSettings,
+    today: Callable[[], date],
+    stack: AsyncExitStack,
 ) -> Opened:
+    """Each part's closing goes on ``stack`` as it opens: a missing master key, or sources
+    that cannot be hashed, close the pool, the producer and the client."""
     await migrate_shared(common.database_url)  # the AI budget, before the extractor's
     await migrate(common.database_url, "extractor", SQL_DIR)
     pool = await create_pool(common.database_url, max_size=4)
+    stack.push_async_callback(pool.close)
     publisher = CommandPublisher(common.kafka_bootstrap_servers)
     await publisher.start()
+    stack.push_async_callback(publisher.stop)
     client = httpx.AsyncClient()
+    stack.push_async_callback(client.aclose)
     ai = _chat_extractor(settings, pool, client, today)
     master = MasterKey(load_master_key(common))
     await rehash_sources(pool, master)

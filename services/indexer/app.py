@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,26 +52,27 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await _open(common)
-        budget = DailyBudget(pool, embedding.daily_request_limit)
-        try:
-            async with open_provider(embedding, settings.tuning, budget) as provider:
-                await _ensure_model(pool, provider)
-                follower = _follower(settings, common, pool, provider)
-                app.state.follower, app.state.provider = follower, provider
-                tasks = _supervised(follower, pool, provider, settings)
-                log.info(
-                    "indexer_started",
-                    port=settings.port,
-                    model=_model(provider),
-                    provider=embedding.effective_provider,
-                )
-                try:
-                    yield
-                finally:
-                    await cancel(*tasks)
-        finally:
-            await pool.close()
+        # Each part's closing is pushed once it is open: a start that fails at a later
+        # step closes what the earlier ones opened (in reverse) before the error goes on.
+        async with AsyncExitStack() as stack:
+            pool = await _open(common)
+            stack.push_async_callback(pool.close)
+            budget = DailyBudget(pool, embedding.daily_request_limit)
+            provider = await stack.enter_async_context(
+                open_provider(embedding, settings.tuning, budget)
+            )
+            await _ensure_model(pool, provider)
+            follower = _follower(settings, common, pool, provider)
+            app.state.follower, app.state.provider = follower, provider
+            tasks = _supervised(follower, pool, provider, settings)
+            stack.push_async_callback(cancel, *tasks)
+            log.info(
+                "indexer_started",
+                port=settings.port,
+                model=_model(provider),
+                provider=embedding.effective_provider,
+            )
+            yield
 
     return lifespan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +45,17 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await _open(common)
-        projector, follower = _projection(pool, settings, common)
-        app.state.follower, app.state.projector, app.state.pool = follower, projector, pool
-        task = supervise(follower.run(), "projector-follower")
-        vacuum = _vacuum(pool, follower, settings)
-        log.info("projector_started", port=settings.port)
-        try:
+        # The pool's closing is pushed once it is open: a missing master key closes it.
+        async with AsyncExitStack() as stack:
+            pool = await _open(common)
+            stack.push_async_callback(pool.close)
+            projector, follower = _projection(pool, settings, common)
+            app.state.follower, app.state.projector, app.state.pool = follower, projector, pool
+            task = supervise(follower.run(), "projector-follower")
+            vacuum = _vacuum(pool, follower, settings)
+            stack.push_async_callback(cancel, task, vacuum)
+            log.info("projector_started", port=settings.port)
             yield
-        finally:
-            await cancel(task, vacuum)
-            await pool.close()
 
     return lifespan
 

@@ -1,12 +1,14 @@
-"""A part that starts in steps (a gateway, a pruner, a follower) closes what it had
-started when a later step fails or the start is cancelled. No infrastructure: every
-producer, consumer and client is a fake that notes in a journal when it is closed."""
+"""A service whose start fails at a later step closes what the earlier steps opened (in
+reverse order, background tasks cancelled first) before the error goes on; a normal stop
+closes in the same order as before. No infrastructure: every pool, producer, consumer,
+client and pruner is a fake that notes in a journal when it is closed."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import date
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -14,8 +16,20 @@ import pytest
 from fastapi import FastAPI
 
 from engram import log_pruner, tracking
+from engram.embeddings.settings import EmbeddingSettings
+from engram.settings import CommonSettings
+from services.command import app as command_app
 from services.command.adapters import processor, projection, replies
+from services.command.settings import CommandSettings
+from services.extractor import app as extractor_app
 from services.extractor.adapters import commands
+from services.extractor.settings import ExtractorSettings
+from services.indexer import app as indexer_app
+from services.indexer.settings import IndexerSettings
+from services.projector import app as projector_app
+from services.projector.settings import ProjectorSettings
+from services.recall import app as recall_app
+from services.recall.settings import RecallSettings
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -139,6 +153,211 @@ def assert_stopped(journal: list[str], tasks: list[str], parts: list[str]) -> No
 @pytest.fixture
 def journal() -> list[str]:
     return []
+
+
+# --- command ---------------------------------------------------------------------------
+
+
+def stub_command(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") -> Lifespan:
+    m = command_app
+    mp.setattr(m, "migrate_shared", nothing)
+    mp.setattr(m, "migrate", nothing)
+    mp.setattr(m, "create_pool", opener(journal, "pool"))
+    mp.setattr(m, "load_master_key", lambda common: bytes(32))
+    mp.setattr(m, "TokenVerifier", lambda common: object())
+    mp.setattr(m, "partition_count", failing("topics") if fails == "topics" else three)
+    mp.setattr(m, "ProjectionWatch", maker(journal, "projection", fails == "projection"))
+    mp.setattr(m, "CommandProcessor", maker(journal, "processor"))
+    mp.setattr(m, "CommandGateway", maker(journal, "gateway", fails == "gateway"))
+    mp.setattr(m, "GroupLogPruner", maker(journal, "pruner", fails == "pruner"))
+    supervised(mp, m, journal)
+    return m._lifespan(CommandSettings(), CommonSettings())
+
+
+@pytest.mark.parametrize(
+    ("fails", "closed"),
+    [
+        ("topics", ["pool closed"]),
+        ("projection", ["pool closed"]),
+        ("gateway", ["projection closed", "pool closed"]),
+        ("pruner", ["gateway closed", "projection closed", "pool closed"]),
+    ],
+)
+async def test_the_command_service_closes_what_a_failed_start_opened(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str], fails: str, closed: list[str]
+) -> None:
+    with pytest.raises(StepFailed):
+        await start_and_stop(stub_command(monkeypatch, journal, fails))
+    assert journal == closed
+
+
+async def test_the_command_service_stops_in_the_order_it_always_did(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    await start_and_stop(stub_command(monkeypatch, journal))
+    assert_stopped(
+        journal,
+        ["command-pruner", "command-processor"],
+        ["pruner", "gateway", "projection", "pool"],
+    )
+
+
+# --- extractor -------------------------------------------------------------------------
+
+
+def stub_extractor(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") -> Lifespan:
+    m = extractor_app
+    mp.setattr(m, "migrate_shared", nothing)
+    mp.setattr(m, "migrate", nothing)
+    mp.setattr(m, "create_pool", opener(journal, "pool"))
+    mp.setattr(m, "CommandPublisher", maker(journal, "publisher", fails == "publisher"))
+    mp.setattr(m, "httpx", SimpleNamespace(AsyncClient=maker(journal, "client")))
+    key = failing("master key") if fails == "master key" else (lambda common: bytes(32))
+    mp.setattr(m, "load_master_key", key)
+    mp.setattr(m, "rehash_sources", failing("sources") if fails == "sources" else nothing)
+    mp.setattr(m, "TokenVerifier", lambda common: object())
+    mp.setattr(m, "TrackedFollower", maker(journal, "follower"))
+    mp.setattr(m, "TableLogPruner", maker(journal, "pruner", fails == "pruner"))
+    supervised(mp, m, journal)
+    return m._lifespan(ExtractorSettings(), CommonSettings(), lambda: date(2026, 1, 1))
+
+
+OPENED_BY_THE_EXTRACTOR = ["client closed", "publisher closed", "pool closed"]
+FOLLOWERS_CANCELLED = ["extractor-turns cancelled", "extractor-events cancelled"]
+
+
+@pytest.mark.parametrize(
+    ("fails", "closed"),
+    [
+        ("publisher", ["pool closed"]),
+        ("master key", OPENED_BY_THE_EXTRACTOR),
+        ("sources", OPENED_BY_THE_EXTRACTOR),
+        ("pruner", FOLLOWERS_CANCELLED + OPENED_BY_THE_EXTRACTOR),
+    ],
+)
+async def test_the_extractor_closes_what_a_failed_start_opened(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str], fails: str, closed: list[str]
+) -> None:
+    with pytest.raises(StepFailed):
+        await start_and_stop(stub_extractor(monkeypatch, journal, fails))
+    assert journal == closed
+
+
+async def test_the_extractor_stops_in_the_order_it_always_did(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    """Every task (the followers' and the pruning) before the pruner, as before."""
+    await start_and_stop(stub_extractor(monkeypatch, journal))
+    assert_stopped(
+        journal,
+        ["extractor-turns", "extractor-events", "extractor-pruner"],
+        ["pruner", "client", "publisher", "pool"],
+    )
+
+
+# --- projector -------------------------------------------------------------------------
+
+
+def stub_projector(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") -> Lifespan:
+    m = projector_app
+    mp.setattr(m, "migrate_shared", nothing)
+    mp.setattr(m, "migrate", nothing)
+    mp.setattr(m, "create_pool", opener(journal, "pool"))
+    key = failing("master key") if fails == "master key" else (lambda common: bytes(32))
+    mp.setattr(m, "load_master_key", key)
+    mp.setattr(m, "PreparingFollower", maker(journal, "follower"))
+    mp.setattr(m, "vacuum_deltas", lambda *args: forever())
+    supervised(mp, m, journal)
+    return m._lifespan(ProjectorSettings(), CommonSettings())
+
+
+async def test_the_projector_closes_its_pool_when_its_master_key_is_missing(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    with pytest.raises(StepFailed):
+        await start_and_stop(stub_projector(monkeypatch, journal, "master key"))
+    assert journal == ["pool closed"]
+
+
+async def test_the_projector_stops_in_the_order_it_always_did(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    await start_and_stop(stub_projector(monkeypatch, journal))
+    assert_stopped(journal, ["projector-follower", "projector-deltas-vacuum"], ["pool"])
+
+
+# --- indexer ---------------------------------------------------------------------------
+
+
+def stub_indexer(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") -> Lifespan:
+    m = indexer_app
+    mp.setattr(m, "migrate_shared", nothing)
+    mp.setattr(m, "migrate", nothing)
+    mp.setattr(m, "create_vector_pool", opener(journal, "pool"))
+    mp.setattr(m, "open_provider", entered(journal, "provider", fails == "provider"))
+    mp.setattr(m, "_ensure_model", failing("model") if fails == "model" else nothing)
+    key = failing("master key") if fails == "master key" else (lambda common: bytes(32))
+    mp.setattr(m, "load_master_key", key)
+    mp.setattr(m, "PreparingFollower", maker(journal, "follower"))
+    mp.setattr(m, "reindex_loop", lambda *args: forever())
+    supervised(mp, m, journal)
+    settings = IndexerSettings(reindex_on_start=True)
+    return m._lifespan(settings, CommonSettings(), EmbeddingSettings())
+
+
+@pytest.mark.parametrize(
+    ("fails", "closed"),
+    [
+        ("provider", ["pool closed"]),
+        ("model", ["provider closed", "pool closed"]),
+        ("master key", ["provider closed", "pool closed"]),
+    ],
+)
+async def test_the_indexer_closes_what_a_failed_start_opened(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str], fails: str, closed: list[str]
+) -> None:
+    with pytest.raises(StepFailed):
+        await start_and_stop(stub_indexer(monkeypatch, journal, fails))
+    assert journal == closed
+
+
+async def test_the_indexer_stops_in_the_order_it_always_did(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    await start_and_stop(stub_indexer(monkeypatch, journal))
+    assert_stopped(journal, ["indexer-follower", "indexer-reindex"], ["provider", "pool"])
+
+
+# --- recall ----------------------------------------------------------------------------
+
+
+def stub_recall(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") -> Lifespan:
+    m = recall_app
+    mp.setattr(m, "_migrate", nothing)
+    mp.setattr(m, "create_pool", opener(journal, "pool"))
+    mp.setattr(m, "open_embedder", entered(journal, "embedder", fails == "embedder"))
+    verifier = failing("tokens") if fails == "tokens" else (lambda common: object())
+    mp.setattr(m, "TokenVerifier", verifier)
+    return m._lifespan(RecallSettings(), CommonSettings(), EmbeddingSettings())
+
+
+@pytest.mark.parametrize(
+    ("fails", "closed"),
+    [("embedder", ["pool closed"]), ("tokens", ["embedder closed", "pool closed"])],
+)
+async def test_recall_closes_what_a_failed_start_opened(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str], fails: str, closed: list[str]
+) -> None:
+    with pytest.raises(StepFailed):
+        await start_and_stop(stub_recall(monkeypatch, journal, fails))
+    assert journal == closed
+
+
+async def test_recall_stops_in_the_order_it_always_did(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    await start_and_stop(stub_recall(monkeypatch, journal))
+    assert_stopped(journal, [], ["embedder", "pool"])
 
 
 # --- the parts' own starts -------------------------------------------------------------
