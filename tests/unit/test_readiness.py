@@ -88,9 +88,15 @@ def indexer(part: Part) -> FastAPI:
     return app
 
 
-SERVICES = [recall, command, projector, indexer]
+Service = Callable[[Part], FastAPI]
+SERVICES: list[Service] = [recall, command, projector, indexer]
 # What each service's answer says when the database does not answer.
-NOT_READY = {recall: "database", command: "database", projector: "database", indexer: "kafka"}
+NOT_READY: dict[Service, str] = {
+    recall: "database",
+    command: "database",
+    projector: "database",
+    indexer: "kafka",
+}
 
 
 async def health(app: FastAPI) -> httpx.Response:
@@ -107,7 +113,7 @@ def short_bound(monkeypatch: pytest.MonkeyPatch) -> float:
 
 @pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.__name__)
 async def test_a_database_that_hangs_is_not_ready_within_the_bound(
-    service: Callable[[Part], FastAPI], short_bound: float
+    service: Service, short_bound: float
 ) -> None:
     started = time.monotonic()
     async with asyncio.timeout(2.0):  # it once waited as long as the database did
@@ -141,9 +147,7 @@ async def test_recall_waits_for_the_database_as_long_as_the_command_service() ->
     ],
     ids=["refused", "starting-up", "connection-cut"],
 )
-async def test_a_fault_of_the_moment_is_not_ready(
-    service: Callable[[Part], FastAPI], fault: Exception
-) -> None:
+async def test_a_fault_of_the_moment_is_not_ready(service: Service, fault: Exception) -> None:
     answer = await health(service(Part(raising(fault))))
     assert answer.status_code == 503
     assert answer.json()[NOT_READY[service]] is False
@@ -158,15 +162,13 @@ async def test_a_fault_of_the_moment_is_not_ready(
     ],
     ids=["python", "sql"],
 )
-async def test_any_other_error_is_not_swallowed(
-    service: Callable[[Part], FastAPI], bug: Exception
-) -> None:
+async def test_any_other_error_is_not_swallowed(service: Service, bug: Exception) -> None:
     with pytest.raises(type(bug)):
         await health(service(Part(raising(bug))))
 
 
 @pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.__name__)
-async def test_a_database_that_answers_is_ready(service: Callable[[Part], FastAPI]) -> None:
+async def test_a_database_that_answers_is_ready(service: Service) -> None:
     async def answers() -> Any:
         return {0: 0} if service is indexer else 0
 
