@@ -41,9 +41,7 @@ async def eventually(
     raise AssertionError(f"{what} not reached within {deadline} s (last: {last!r})")
 
 
-async def send_commands(
-    bootstrap: str, envelopes: list[CommandEnvelope], topic: str = ""
-) -> None:
+async def send_commands(bootstrap: str, envelopes: list[CommandEnvelope], topic: str = "") -> None:
     await publish_commands(bootstrap, envelopes, topic)
 
 
@@ -171,8 +169,9 @@ async def publish_turns(bootstrap: str, *turns: bytes) -> None:
 async def dead_letters(bootstrap: str, service: str, marker: str) -> list[dict[str, object]]:
     """The letters on the service's dead-letter topic whose text holds ``marker``."""
     topic = topics.dead_letter_topic(service)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                isolation_level="read_committed")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+    )
     await consumer.start()
     try:
         tp = TopicPartition(topic, 0)

@@ -13,11 +13,13 @@ from tests.conftest import Caller, caller
 pytestmark = pytest.mark.e2e
 
 
-async def propose(http: httpx.AsyncClient, command: str, who: Caller, run_id: str,
-                  text: str) -> httpx.Response:
+async def propose(
+    http: httpx.AsyncClient, command: str, who: Caller, run_id: str, text: str
+) -> httpx.Response:
     """An agent's save the user did not ask for: a candidate of the run."""
-    return await http.post(f"{command}/v1/memories", headers=who.headers,
-                           json={"content": text, "run_id": run_id})
+    return await http.post(
+        f"{command}/v1/memories", headers=who.headers, json={"content": text, "run_id": run_id}
+    )
 
 
 async def set_policy(http: httpx.AsyncClient, recall: str, org: str, **policy: Any) -> None:
@@ -27,8 +29,7 @@ async def set_policy(http: httpx.AsyncClient, recall: str, org: str, **policy: A
     assert r.json()["max_candidates_per_run"] == policy["max_candidates_per_run"]
 
 
-async def test_a_run_proposes_three_candidates_then_is_refused(
-        services: dict[str, str]) -> None:
+async def test_a_run_proposes_three_candidates_then_is_refused(services: dict[str, str]) -> None:
     helper = caller(agent="helper")
     command = services["command"]
     async with httpx.AsyncClient(timeout=10) as http:
@@ -40,7 +41,10 @@ async def test_a_run_proposes_three_candidates_then_is_refused(
         assert refused.headers["content-type"] == "application/problem+json"
         problem = refused.json()
         assert (problem["code"], problem["run_id"], problem["max_candidates_per_run"]) == (
-            "candidate_limit_reached", "run-1", 3)
+            "candidate_limit_reached",
+            "run-1",
+            3,
+        )
         other = await propose(http, command, helper, "run-2", "Maybe the office moves 4.")
         assert other.status_code == 201, other.text
 
@@ -57,9 +61,11 @@ async def test_the_orgs_policy_sets_the_cap_or_none(services: dict[str, str]) ->
         for n in range(5):
             r = await propose(http, command, unlimited, "r", f"Perhaps {n}.")
             assert r.status_code == 201, r.text
-        bad = await http.put(f"{recall}/v1/policy",
-                             headers=caller(org=one.org, roles=("admin",)).headers,
-                             json={"max_candidates_per_run": 0})
+        bad = await http.put(
+            f"{recall}/v1/policy",
+            headers=caller(org=one.org, roles=("admin",)).headers,
+            json={"max_candidates_per_run": 0},
+        )
         assert bad.status_code == 422
 
 
@@ -69,25 +75,33 @@ async def test_the_orgs_quota_of_memories_per_scope(services: dict[str, str]) ->
     ana = caller()
     async with httpx.AsyncClient(timeout=10) as http:
         # Set before the org's first command, so the writer reads it fresh.
-        await set_policy(http, recall, ana.org, max_memories_per_scope=2,
-                         max_candidates_per_run=3)
+        await set_policy(http, recall, ana.org, max_memories_per_scope=2, max_candidates_per_run=3)
         saved = []
         for n in range(2):
-            r = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                                json={"content": f"Fact {n}."})
+            r = await http.post(
+                f"{command}/v1/memories", headers=ana.headers, json={"content": f"Fact {n}."}
+            )
             assert r.status_code == 201, r.text
             saved.append(r.json()["item_id"])
-        full = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                               json={"content": "Fact 2."})
+        full = await http.post(
+            f"{command}/v1/memories", headers=ana.headers, json={"content": "Fact 2."}
+        )
         assert full.status_code == 429, full.text
         assert (full.json()["code"], full.json()["max_memories_per_scope"]) == (
-            "memory_quota_reached", 2)
-        other_scope = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                                      json={"content": "Fact 2.", "scope": "shared"})
+            "memory_quota_reached",
+            2,
+        )
+        other_scope = await http.post(
+            f"{command}/v1/memories",
+            headers=ana.headers,
+            json={"content": "Fact 2.", "scope": "shared"},
+        )
         assert other_scope.status_code == 201, other_scope.text  # per scope
-        forgot = await http.post(f"{command}/v1/memories/{saved[0]}/forget",
-                                 headers=ana.headers, json={})
+        forgot = await http.post(
+            f"{command}/v1/memories/{saved[0]}/forget", headers=ana.headers, json={}
+        )
         assert forgot.status_code == 200, forgot.text
-        fits = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                               json={"content": "Fact 2."})
+        fits = await http.post(
+            f"{command}/v1/memories", headers=ana.headers, json={"content": "Fact 2."}
+        )
         assert fits.status_code == 201, fits.text

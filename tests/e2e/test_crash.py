@@ -54,8 +54,15 @@ def commands(org: str) -> list[CommandEnvelope]:
         else:
             payload, kind = {"content": f"fact {n} of m{i}", "kind": "fact"}, "RememberMemory"
             made.append((i, new_item_id(f"{org}/member:m{i}", command_id)))
-        out.append(CommandEnvelope(command_id=command_id, type=kind, token=people[i].token,
-                                   stream_id=f"{org}/member:m{i}", payload=payload))
+        out.append(
+            CommandEnvelope(
+                command_id=command_id,
+                type=kind,
+                token=people[i].token,
+                stream_id=f"{org}/member:m{i}",
+                payload=payload,
+            )
+        )
     return out
 
 
@@ -74,21 +81,23 @@ async def kill9(name: str) -> None:
 
 
 async def org_events(bootstrap: str, org: str) -> list[EventEnvelope]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
-                                enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
     await consumer.start()
     found: list[EventEnvelope] = []
     try:
-        tps = [TopicPartition(topics.EVENTS, p)
-               for p in range(await partition_count(bootstrap, topics.EVENTS))]
+        tps = [
+            TopicPartition(topics.EVENTS, p)
+            for p in range(await partition_count(bootstrap, topics.EVENTS))
+        ]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         prefix = f"{org}/".encode()
         for tp in tps:
             while await consumer.position(tp) < ends[tp]:
-                for r in (await consumer.getmany(tp, timeout_ms=500, max_records=5000)).get(
-                        tp, []):
+                for r in (await consumer.getmany(tp, timeout_ms=500, max_records=5000)).get(tp, []):
                     if (r.key or b"").startswith(prefix):
                         found.append(EventEnvelope.model_validate_json(r.value or b""))
         return found
@@ -100,8 +109,9 @@ async def crash_services() -> None:
     """kill -9 the command service and the projector, then start them again."""
     await kill9("command")
     await kill9("projector")
-    await asyncio.to_thread(stack.start_services, None, ["command", "projector"],
-                            ensure_infra=False)
+    await asyncio.to_thread(
+        stack.start_services, None, ["command", "projector"], ensure_infra=False
+    )
 
 
 async def crash_postgres(dsn: str) -> None:
@@ -113,7 +123,8 @@ async def crash_postgres(dsn: str) -> None:
         pid = await conn.fetchval(
             "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
             "AND datname = current_database() AND pid <> pg_backend_pid() "
-            "ORDER BY backend_start LIMIT 1")
+            "ORDER BY backend_start LIMIT 1"
+        )
     finally:
         await conn.close()
     assert pid, "no other session to kill"
@@ -141,7 +152,8 @@ async def crash_kafka() -> None:
 
 @pytest.mark.parametrize("crash", ["services", "postgres", "kafka"])
 async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
-        crash: str, services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    crash: str, services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     bootstrap, dsn = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], stack_settings["DATABASE_URL"]
     org = f"crash-{uuid.uuid4().hex[:8]}"
     envelopes = commands(org)
@@ -176,16 +188,24 @@ async def test_kill_9_mid_stream_loses_and_duplicates_nothing(
     await _until_applied(dsn, org, len(events), deadline=120, what="the projector caught up")
     common = CommonSettings()
     async with shadow_database(common.database_url, f"engram_crash_{org[-8:]}") as shadow:
-        report = await replay(common.database_url, shadow, bootstrap,
-                              MasterKey(load_master_key(common)), org_pattern=org)
+        report = await replay(
+            common.database_url,
+            shadow,
+            bootstrap,
+            MasterKey(load_master_key(common)),
+            org_pattern=org,
+        )
     assert report.events == len(events)
     assert report.matches, "the read model differs from a fresh replay of the log"
 
 
-async def _until_applied(dsn: str, org: str, n: int, deadline: float = 180,
-                         what: str = "") -> None:
-    await eventually(functools.partial(_applied_at_least, dsn, org, n), deadline=deadline,
-                     interval=0.02, what=what or f"{n} events applied")
+async def _until_applied(dsn: str, org: str, n: int, deadline: float = 180, what: str = "") -> None:
+    await eventually(
+        functools.partial(_applied_at_least, dsn, org, n),
+        deadline=deadline,
+        interval=0.02,
+        what=what or f"{n} events applied",
+    )
 
 
 async def _applied_at_least(dsn: str, org: str, n: int) -> bool:

@@ -43,8 +43,9 @@ pytestmark = pytest.mark.e2e
 def pg_dump(dsn: str) -> bytes:
     tool = devpostgres.bin_path("pg_dump")
     binary = str(tool) if tool.exists() else "pg_dump"
-    return subprocess.run([binary, "--data-only", dsn], check=True, capture_output=True,
-                          timeout=120).stdout
+    return subprocess.run(
+        [binary, "--data-only", dsn], check=True, capture_output=True, timeout=120
+    ).stdout
 
 
 def files_containing(root: Path, needle: bytes) -> list[str]:
@@ -62,7 +63,8 @@ def files_containing(root: Path, needle: bytes) -> list[str]:
 
 
 async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     ana = caller()
     first, second = f"zebra-{uuid.uuid4().hex}", f"okapi-{uuid.uuid4().hex}"
     # A key, a tag and a source are a person's words too (QA: they travelled in plain).
@@ -70,13 +72,23 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
     markers = (first, second, key, tag, source)
     cmd, rec = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=30) as http:
-        saved = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                json={"content": f"My locker code is {first}",
-                                      "title": f"Locker {first}", "tags": ["locker", tag],
-                                      "key": key, "sources": [source]})
+        saved = await http.post(
+            f"{cmd}/v1/memories",
+            headers=ana.headers,
+            json={
+                "content": f"My locker code is {first}",
+                "title": f"Locker {first}",
+                "tags": ["locker", tag],
+                "key": key,
+                "sources": [source],
+            },
+        )
         item_id = saved.json()["item_id"]
-        corrected = await http.post(f"{cmd}/v1/memories/{item_id}/correct", headers=ana.headers,
-                                    json={"base_revision": 1, "content": f"Code: {second}"})
+        corrected = await http.post(
+            f"{cmd}/v1/memories/{item_id}/correct",
+            headers=ana.headers,
+            json={"base_revision": 1, "content": f"Code: {second}"},
+        )
         assert corrected.status_code == 200, corrected.text
         await eventually(lambda: _revision(http, rec, ana.headers, item_id, 2))
         dump = pg_dump(stack_settings["DATABASE_URL"])
@@ -87,19 +99,23 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
         receipt = forgotten.json()["receipt"]
         assert receipt["erased"] == [{"item_id": item_id, "revisions": 2}]
         assert any("keystore" in w for w in receipt["where"])
-        again = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                json={"content": f"Code: {second}"})
+        again = await http.post(
+            f"{cmd}/v1/memories", headers=ana.headers, json={"content": f"Code: {second}"}
+        )
         assert again.status_code == 409 and "forgotten" in again.json()["detail"]
-        restore = await http.post(f"{cmd}/v1/memories/{item_id}/unarchive",
-                                  headers=ana.headers)
+        restore = await http.post(f"{cmd}/v1/memories/{item_id}/unarchive", headers=ana.headers)
         assert restore.status_code == 410
 
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:
-        await eventually(lambda: conn.fetchval(
-            "SELECT 1 FROM memory.tombstones WHERE item_id = $1", item_id), what="tombstone")
-        assert await conn.fetchval("SELECT status FROM memory.items WHERE item_id = $1",
-                                   item_id) == "forgotten"
+        await eventually(
+            lambda: conn.fetchval("SELECT 1 FROM memory.tombstones WHERE item_id = $1", item_id),
+            what="tombstone",
+        )
+        assert (
+            await conn.fetchval("SELECT status FROM memory.items WHERE item_id = $1", item_id)
+            == "forgotten"
+        )
     finally:
         await conn.close()
     async with httpx.AsyncClient(timeout=30) as http:
@@ -120,17 +136,28 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
     common = CommonSettings()
     name = f"engram_forget_{uuid.uuid4().hex[:8]}"
     async with shadow_database(common.database_url, name) as shadow:
-        report = await replay(common.database_url, shadow, common.kafka_bootstrap_servers,
-                              MasterKey(load_master_key(common)), org_pattern=ana.org)
+        report = await replay(
+            common.database_url,
+            shadow,
+            common.kafka_bootstrap_servers,
+            MasterKey(load_master_key(common)),
+            org_pattern=ana.org,
+        )
         assert report.matches, "the replay must rebuild the live read model"
         replayed = await asyncpg.connect(shadow)
         try:
             row = await replayed.fetchrow(
-                "SELECT status, content, title FROM memory.items WHERE item_id = $1", item_id)
+                "SELECT status, content, title FROM memory.items WHERE item_id = $1", item_id
+            )
             assert dict(row) == {"status": "forgotten", "content": None, "title": None}
-            assert await replayed.fetchval(
-                "SELECT count(*) FROM memory.revisions WHERE item_id = $1 AND content IS NOT NULL",
-                item_id) == 0
+            assert (
+                await replayed.fetchval(
+                    "SELECT count(*) FROM memory.revisions"
+                    " WHERE item_id = $1 AND content IS NOT NULL",
+                    item_id,
+                )
+                == 0
+            )
         finally:
             await replayed.close()
         dump = pg_dump(shadow)
@@ -138,7 +165,8 @@ async def test_forget_erases_the_text_from_tables_log_segments_and_replays(
 
 
 async def test_a_moved_memory_and_a_proposals_tags_leave_with_its_forget(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     """A review: neither a moved memory (its text where it was, and in its copy) nor a
     relabel proposal's tags may outlive the forget of the copy, in a table or a segment."""
     ana = caller()
@@ -146,37 +174,49 @@ async def test_a_moved_memory_and_a_proposals_tags_leave_with_its_forget(
     text, tag = f"quokka-{uuid.uuid4().hex}", f"numbat-{uuid.uuid4().hex}"
     cmd, rec = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=30) as http:
-        saved = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                json={"content": f"The vault opens with {text}"})
+        saved = await http.post(
+            f"{cmd}/v1/memories",
+            headers=ana.headers,
+            json={"content": f"The vault opens with {text}"},
+        )
         assert saved.status_code == 201, saved.text
         item_id = saved.json()["item_id"]
         await eventually(lambda: _revision(http, rec, ana.headers, item_id, 1))
-        moved = await http.post(f"{cmd}/v1/memories/{item_id}/move", headers=ana.headers,
-                                json={"scope": "shared", "base_revision": 1})
+        moved = await http.post(
+            f"{cmd}/v1/memories/{item_id}/move",
+            headers=ana.headers,
+            json={"scope": "shared", "base_revision": 1},
+        )
         assert moved.status_code == 200, moved.text
         copy_id = moved.json()["item_id"]
         await eventually(lambda: _revision(http, rec, bob.headers, copy_id, 1))
         proposed = await http.post(
-            f"{cmd}/v1/memories/{copy_id}/propose", headers=bob.headers,
-            json={"change": "relabel", "tags": [tag], "base_revision": 1, "reason": "tidy"})
+            f"{cmd}/v1/memories/{copy_id}/propose",
+            headers=bob.headers,
+            json={"change": "relabel", "tags": [tag], "base_revision": 1, "reason": "tidy"},
+        )
         assert proposed.status_code == 200, proposed.text
 
         async def listed() -> bool | None:
-            r = await http.get(f"{rec}/v1/proposals", headers=ana.headers,
-                               params={"view": "review"})
+            r = await http.get(
+                f"{rec}/v1/proposals", headers=ana.headers, params={"view": "review"}
+            )
             return True if [p["tags"] for p in r.json()["proposals"]] == [[tag]] else None
 
         await eventually(listed, what="the proposal in review")
         dump = pg_dump(stack_settings["DATABASE_URL"])
         assert text.encode() in dump and tag.encode() in dump  # the scan can see them
-        forgotten = await http.delete(f"{cmd}/v1/memories/{copy_id}", headers=ana.headers,
-                                      params={"scope": "shared"})
+        forgotten = await http.delete(
+            f"{cmd}/v1/memories/{copy_id}", headers=ana.headers, params={"scope": "shared"}
+        )
         assert forgotten.status_code == 200, forgotten.text
 
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:
-        await eventually(lambda: conn.fetchval(
-            "SELECT 1 FROM memory.tombstones WHERE item_id = $1", copy_id), what="tombstone")
+        await eventually(
+            lambda: conn.fetchval("SELECT 1 FROM memory.tombstones WHERE item_id = $1", copy_id),
+            what="tombstone",
+        )
     finally:
         await conn.close()
     dump = pg_dump(stack_settings["DATABASE_URL"])
@@ -188,7 +228,8 @@ async def test_a_moved_memory_and_a_proposals_tags_leave_with_its_forget(
 
 
 async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     """A Kafka caller's command carries its text in plain on engram.commands. Once it is
     decided, the pruner deletes it (DeleteRecords up to the command service's committed
     offset) and rolls the segment that holds it (a marker record, which the writer
@@ -198,10 +239,18 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
     kafka_data = devkafka.data_dir(resolve_state())
     ana, secret = caller(), f"quokka-{uuid.uuid4().hex}"
     command_id = new_command_id()
-    await send_commands(bootstrap, [CommandEnvelope(
-        command_id=command_id, type="RememberMemory", token=ana.token,
-        stream_id=f"{ana.org}/member:{ana.member}",
-        payload={"content": f"The safe opens with {secret}", "kind": "fact"})])
+    await send_commands(
+        bootstrap,
+        [
+            CommandEnvelope(
+                command_id=command_id,
+                type="RememberMemory",
+                token=ana.token,
+                stream_id=f"{ana.org}/member:{ana.member}",
+                payload={"content": f"The safe opens with {secret}", "kind": "fact"},
+            )
+        ],
+    )
     [reply] = (await read_replies(bootstrap, {command_id}))[command_id]
     assert reply.ok, reply
     holders = {Path(f).parent.name for f in files_containing(kafka_data, secret.encode())}
@@ -209,7 +258,8 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
 
     async with httpx.AsyncClient(timeout=30) as http:
         forgotten = await http.delete(
-            f"{services['command']}/v1/memories/{reply.result['item_id']}", headers=ana.headers)
+            f"{services['command']}/v1/memories/{reply.result['item_id']}", headers=ana.headers
+        )
     assert forgotten.status_code == 200, forgotten.text
     assert any(w.startswith(topics.COMMANDS) for w in forgotten.json()["receipt"]["where"])
 
@@ -237,7 +287,8 @@ async def test_a_kafka_callers_plain_text_leaves_the_commands_topic_once_decided
 
 
 async def test_a_turns_words_leave_the_conversations_topic_once_handled(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     """A conversation turn carries the user's words in plain on engram.conversations. Once
     the extractor has handled it (its offset stored with what it wrote), the extractor's
     pruner deletes it and rolls its segment, as the command service does for commands; a
@@ -248,34 +299,52 @@ async def test_a_turns_words_leave_the_conversations_topic_once_handled(
     # Letters only: the rules take a long run of hex digits for a secret, and propose none.
     ana, secret = caller(), "wombat" + "".join(chr(97 + int(c, 16)) for c in uuid.uuid4().hex)
     message = f"I prefer tea brewed by {secret}."
-    turn = ConversationTurn(turn_id=f"turn-{secret}", run_id="run-1", token=ana.token,
-                            user_message=message, completed_at=datetime.now(UTC))
+    turn = ConversationTurn(
+        turn_id=f"turn-{secret}",
+        run_id="run-1",
+        token=ana.token,
+        user_message=message,
+        completed_at=datetime.now(UTC),
+    )
     await publish_turns(bootstrap, turn.model_dump_json().encode())
 
     def holders() -> set[str]:
-        return {Path(f).parent.name for f in files_containing(kafka_data, secret.encode())
-                if Path(f).parent.name.startswith(f"{topics.CONVERSATIONS}-")}
+        return {
+            Path(f).parent.name
+            for f in files_containing(kafka_data, secret.encode())
+            if Path(f).parent.name.startswith(f"{topics.CONVERSATIONS}-")
+        }
 
     assert holders(), "the scan can see the turn's words"
     async with httpx.AsyncClient(timeout=30) as http:
 
         async def candidate() -> str | None:
-            r = await http.get(f"{services['recall']}/v1/memories", headers=ana.headers,
-                               params={"status": "candidate"})
+            r = await http.get(
+                f"{services['recall']}/v1/memories",
+                headers=ana.headers,
+                params={"status": "candidate"},
+            )
             found = [m["item_id"] for m in r.json()["memories"] if secret in m["content"]]
             return found[0] if found else None
 
         item_id = await eventually(candidate, deadline=60, what="the turn's candidate")
-        forgotten = await http.delete(f"{services['command']}/v1/memories/{item_id}",
-                                      headers=ana.headers)
+        forgotten = await http.delete(
+            f"{services['command']}/v1/memories/{item_id}", headers=ana.headers
+        )
         assert forgotten.status_code == 200, forgotten.text
 
     common = CommonSettings()
     pool = await asyncpg.create_pool(common.database_url, min_size=1, max_size=2)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    pruner = TableLogPruner(bootstrap, topics.CONVERSATIONS, pool, "extractor.offsets",
-                            ExtractorSettings().group_id, segment_ms=1000)
+    pruner = TableLogPruner(
+        bootstrap,
+        topics.CONVERSATIONS,
+        pool,
+        "extractor.offsets",
+        ExtractorSettings().group_id,
+        segment_ms=1000,
+    )
     await pruner.start()
     dead_letters = [topics.dead_letter_topic("extractor")]
     dead_before = await end_offsets(bootstrap, dead_letters)
@@ -305,60 +374,80 @@ async def test_a_turns_words_leave_the_conversations_topic_once_handled(
 
 
 async def test_clear_forgets_every_memory_of_one_scope_after_confirmation(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     ana = caller()
     cmd, rec = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=30) as http:
-        mine = [(await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                 json={"content": text})).json()["item_id"]
-                for text in ("Ana drinks tea at four", "Ana's locker is 12")]
-        shared = (await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                  json={"content": "Deploys are on Tuesdays",
-                                        "scope": "shared"})).json()["item_id"]
-        not_admin = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers,
-                                    json={"confirm": True, "scope": "shared"})
+        mine = [
+            (
+                await http.post(f"{cmd}/v1/memories", headers=ana.headers, json={"content": text})
+            ).json()["item_id"]
+            for text in ("Ana drinks tea at four", "Ana's locker is 12")
+        ]
+        shared = (
+            await http.post(
+                f"{cmd}/v1/memories",
+                headers=ana.headers,
+                json={"content": "Deploys are on Tuesdays", "scope": "shared"},
+            )
+        ).json()["item_id"]
+        not_admin = await http.post(
+            f"{cmd}/v1/memories/clear",
+            headers=ana.headers,
+            json={"confirm": True, "scope": "shared"},
+        )
         assert not_admin.status_code == 403, not_admin.text
         unconfirmed = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers, json={})
         assert unconfirmed.status_code == 422, unconfirmed.text
         assert "confirm=true" in unconfirmed.json()["detail"]
 
-        cleared = await http.post(f"{cmd}/v1/memories/clear", headers=ana.headers,
-                                  json={"confirm": True})
+        cleared = await http.post(
+            f"{cmd}/v1/memories/clear", headers=ana.headers, json={"confirm": True}
+        )
 
         assert cleared.status_code == 200, cleared.text
         erased = cleared.json()["receipt"]["erased"]
         assert sorted(e["item_id"] for e in erased) == sorted(mine)
         for item_id in mine:
-            await eventually(lambda i=item_id: _status(http, rec, ana.headers, i, 404),
-                             what=f"{item_id} gone from recall")
-        assert (await http.get(f"{rec}/v1/memories/{shared}", headers=ana.headers)
-                ).status_code == 200  # another scope: untouched
-        again = await http.post(f"{cmd}/v1/memories", headers=ana.headers,
-                                json={"content": "Ana drinks tea at four"})
+            await eventually(
+                lambda i=item_id: _status(http, rec, ana.headers, i, 404),
+                what=f"{item_id} gone from recall",
+            )
+        assert (
+            await http.get(f"{rec}/v1/memories/{shared}", headers=ana.headers)
+        ).status_code == 200  # another scope: untouched
+        again = await http.post(
+            f"{cmd}/v1/memories", headers=ana.headers, json={"content": "Ana drinks tea at four"}
+        )
         assert again.status_code == 409 and "forgotten" in again.json()["detail"]
 
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:
-        rows = await conn.fetch("SELECT status, content FROM memory.items WHERE item_id = ANY($1)",
-                                mine)
+        rows = await conn.fetch(
+            "SELECT status, content FROM memory.items WHERE item_id = ANY($1)", mine
+        )
         assert [tuple(r) for r in rows] == [("forgotten", None)] * 2
     finally:
         await conn.close()
 
 
-async def _status(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,
-                  status: int) -> bool:
+async def _status(
+    http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str, status: int
+) -> bool:
     return (await http.get(f"{url}/v1/memories/{item_id}", headers=headers)).status_code == status
 
 
-async def _set_segment_ms(admin: AIOKafkaAdminClient, value: str,
-                          topic: str = topics.COMMANDS) -> None:
+async def _set_segment_ms(
+    admin: AIOKafkaAdminClient, value: str, topic: str = topics.COMMANDS
+) -> None:
     [spec] = [s for s in topics.topic_specs(1) if s.name == topic]
     settings = {**spec.config(), "segment.ms": value}
     await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, settings)])
 
 
-async def _revision(http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str,
-                    revision: int) -> bool:
+async def _revision(
+    http: httpx.AsyncClient, url: str, headers: dict[str, str], item_id: str, revision: int
+) -> bool:
     r = await http.get(f"{url}/v1/memories/{item_id}", headers=headers)
     return r.status_code == 200 and r.json()["revision"] == revision

@@ -21,8 +21,13 @@ TTL_SECONDS = 3
 
 
 def remember(token: str, org: str, text: str) -> CommandEnvelope:
-    return CommandEnvelope(command_id=str(uuid.uuid4()), type="RememberMemory", token=token,
-                           stream_id=f"{org}/member:ana", payload={"content": text})
+    return CommandEnvelope(
+        command_id=str(uuid.uuid4()),
+        type="RememberMemory",
+        token=token,
+        stream_id=f"{org}/member:ana",
+        payload={"content": text},
+    )
 
 
 async def expired(token: str) -> bool:
@@ -30,7 +35,8 @@ async def expired(token: str) -> bool:
 
 
 async def test_a_command_queued_through_an_outage_keeps_its_tokens_time(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
     org = f"late-{uuid.uuid4().hex[:8]}"
     token = mint_token(dev_secret(), org=org, member="ana", ttl_seconds=TTL_SECONDS)
@@ -38,8 +44,9 @@ async def test_a_command_queued_through_an_outage_keeps_its_tokens_time(
     try:
         queued = remember(token, org, "The office closes at 18:00 on Fridays.")
         await send_commands(bootstrap, [queued])  # appended while the token holds
-        await eventually(lambda: expired(token), deadline=TTL_SECONDS + 10,
-                         what="the token expired")
+        await eventually(
+            lambda: expired(token), deadline=TTL_SECONDS + 10, what="the token expired"
+        )
         too_late = remember(token, org, "The office closes at 17:00 on Fridays.")
         await send_commands(bootstrap, [too_late])  # appended after it expired
     finally:

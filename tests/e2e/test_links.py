@@ -31,16 +31,23 @@ class Api(ServicesApi):
     async def act(self, who: Caller, item_id: str, action: str, **body: Any) -> httpx.Response:
         return await self.post(who, f"/v1/memories/{item_id}/{action}", **body)
 
-    async def links(self, who: Caller, item_id: str, direction: str = "both"
-                    ) -> list[tuple[str, str, str, float | None, str]]:
-        r = await self.http.get(f"{self.recall}/v1/memories/{item_id}/links",
-                                headers=who.headers, params={"direction": direction})
+    async def links(
+        self, who: Caller, item_id: str, direction: str = "both"
+    ) -> list[tuple[str, str, str, float | None, str]]:
+        r = await self.http.get(
+            f"{self.recall}/v1/memories/{item_id}/links",
+            headers=who.headers,
+            params={"direction": direction},
+        )
         assert r.status_code == 200, r.text
-        return [(x["source_id"], x["target_id"], x["kind"], x["weight"], x["direction"])
-                for x in r.json()["links"]]
+        return [
+            (x["source_id"], x["target_id"], x["kind"], x["weight"], x["direction"])
+            for x in r.json()["links"]
+        ]
 
-    async def until_links(self, who: Caller, item_id: str, want: list[Any],
-                          direction: str = "both") -> None:
+    async def until_links(
+        self, who: Caller, item_id: str, want: list[Any], direction: str = "both"
+    ) -> None:
         async def probe() -> bool:
             return await self.links(who, item_id, direction) == want
 
@@ -73,8 +80,9 @@ async def test_links_are_made_reweighted_listed_and_removed(services: dict[str, 
         # related_ids on a save write "related" links from the new memory.
         saved = await api.remember(ana, "Lee is on leave in May.", related_ids=[b])
         assert len(saved["events"]) == 2
-        await api.until_links(ana, b, [(saved["item_id"], b, "related", None, "in"),
-                                       (a, b, "depends-on", 0.9, "in")])
+        await api.until_links(
+            ana, b, [(saved["item_id"], b, "related", None, "in"), (a, b, "depends-on", 0.9, "in")]
+        )
 
         gone = await api.act(ana, a, "unlink", target_id=b, kind="depends-on")
         assert gone.status_code == 200, gone.text
@@ -111,7 +119,7 @@ async def test_links_reach_only_memories_the_caller_can_see(services: dict[str, 
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
         mine = (await api.remember(ana, "Ana reviews the API changes."))["item_id"]
-        shared = (await api.remember(bob, "The API freeze is on Friday.", scope="shared"))
+        shared = await api.remember(bob, "The API freeze is on Friday.", scope="shared")
         private = (await api.remember(bob, "Bob's notes on the freeze."))["item_id"]
         await api.visible(bob, shared["item_id"])
         await api.visible(bob, private)
@@ -125,16 +133,21 @@ async def test_links_reach_only_memories_the_caller_can_see(services: dict[str, 
         theirs = await api.act(ana, shared["item_id"], "link", target_id=mine)
         assert theirs.status_code == 404
 
-        await api.until_links(ana, shared["item_id"],
-                              [(mine, shared["item_id"], "related", None, "in")])
+        await api.until_links(
+            ana, shared["item_id"], [(mine, shared["item_id"], "related", None, "in")]
+        )
         # Bob sees the shared memory but not Ana's private one: not the link between them.
         assert await api.links(bob, shared["item_id"]) == []
         r = await http.get(f"{api.recall}/v1/memories/{mine}/links", headers=bob.headers)
         assert (r.status_code, r.json()["code"]) == (404, "not_found")
 
         # A forgotten memory of a scope Ana sees answers as in her own stream: 410.
-        gone = await http.request("DELETE", f"{api.command}/v1/memories/{shared['item_id']}",
-                                  headers=bob.headers, json={"scope": "shared"})
+        gone = await http.request(
+            "DELETE",
+            f"{api.command}/v1/memories/{shared['item_id']}",
+            headers=bob.headers,
+            json={"scope": "shared"},
+        )
         assert gone.status_code == 200, gone.text
         later = (await api.remember(ana, "Ana drafts the freeze notice."))["item_id"]
         refused = await api.act(ana, later, "link", target_id=shared["item_id"])
@@ -142,19 +155,22 @@ async def test_links_reach_only_memories_the_caller_can_see(services: dict[str, 
 
 
 async def test_archiving_writes_supersedes_and_forgetting_removes_links(
-        services: dict[str, str]) -> None:
+    services: dict[str, str],
+) -> None:
     ana = caller()
     async with httpx.AsyncClient(timeout=10) as http:
         api = Api(http, services)
         old = (await api.remember(ana, "Standup is at 9:30."))["item_id"]
         new = (await api.remember(ana, "Standup is at 10:00."))["item_id"]
-        note = (await api.remember(ana, "Standup notes live in the wiki.",
-                                   related_ids=[old, new]))["item_id"]
+        note = (await api.remember(ana, "Standup notes live in the wiki.", related_ids=[old, new]))[
+            "item_id"
+        ]
 
         archived = await api.act(ana, old, "archive", superseded_by=new)
         assert archived.status_code == 200, archived.text
-        await api.until_links(ana, new, [(new, old, "supersedes", None, "out"),
-                                         (note, new, "related", None, "in")])
+        await api.until_links(
+            ana, new, [(new, old, "supersedes", None, "out"), (note, new, "related", None, "in")]
+        )
         await api.act(ana, old, "unarchive")
         await api.until_links(ana, new, [(note, new, "related", None, "in")])
 
@@ -171,8 +187,13 @@ async def test_archiving_writes_supersedes_and_forgetting_removes_links(
     common = CommonSettings()
     name = f"engram_links_{ana.org.replace('-', '_')}"
     async with shadow_database(common.database_url, name) as shadow:
-        report = await replay(common.database_url, shadow, common.kafka_bootstrap_servers,
-                              MasterKey(load_master_key(common)), org_pattern=ana.org)
+        report = await replay(
+            common.database_url,
+            shadow,
+            common.kafka_bootstrap_servers,
+            MasterKey(load_master_key(common)),
+            org_pattern=ana.org,
+        )
         assert report.matches, "the replay must rebuild the live links"
         replayed = await asyncpg.connect(shadow)
         try:
@@ -183,7 +204,8 @@ async def test_archiving_writes_supersedes_and_forgetting_removes_links(
 
 
 async def test_a_kafka_caller_links_and_gets_a_rejection_reply_for_a_bad_target(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     ana = caller()
     bootstrap = stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
     stream = f"{ana.org}/member:ana"
@@ -192,12 +214,25 @@ async def test_a_kafka_caller_links_and_gets_a_rejection_reply_for_a_bad_target(
         a = (await api.remember(ana, "Deploys need a green build."))["item_id"]
         b = (await api.remember(ana, "The build runs on every push."))["item_id"]
     good, bad = new_command_id(), new_command_id()
-    await send_commands(bootstrap, [
-        CommandEnvelope(command_id=good, type="LinkMemory", token=ana.token, stream_id=stream,
-                        payload={"item_id": a, "target_id": b, "kind": "depends-on"}),
-        CommandEnvelope(command_id=bad, type="LinkMemory", token=ana.token, stream_id=stream,
-                        payload={"item_id": a, "target_id": "nowhere"}),
-    ])
+    await send_commands(
+        bootstrap,
+        [
+            CommandEnvelope(
+                command_id=good,
+                type="LinkMemory",
+                token=ana.token,
+                stream_id=stream,
+                payload={"item_id": a, "target_id": b, "kind": "depends-on"},
+            ),
+            CommandEnvelope(
+                command_id=bad,
+                type="LinkMemory",
+                token=ana.token,
+                stream_id=stream,
+                payload={"item_id": a, "target_id": "nowhere"},
+            ),
+        ],
+    )
     replies = await read_replies(bootstrap, {good, bad})
     [ok], [rejected] = replies[good], replies[bad]
     assert ok.ok and len(ok.events) == 1, ok

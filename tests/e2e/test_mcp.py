@@ -22,10 +22,23 @@ from tests.support import eventually
 
 pytestmark = pytest.mark.e2e
 
-TOOLS = {"memory__remember", "memory__search", "memory__get", "memory__list", "memory__ingest",
-         "memory__update", "memory__delete", "memory__clear_all", "memory__link",
-         "memory__unlink", "memory__list_links", "memory__archive", "memory__restore",
-         "memory__list_proposals", "memory__withdraw_proposal"}
+TOOLS = {
+    "memory__remember",
+    "memory__search",
+    "memory__get",
+    "memory__list",
+    "memory__ingest",
+    "memory__update",
+    "memory__delete",
+    "memory__clear_all",
+    "memory__link",
+    "memory__unlink",
+    "memory__list_links",
+    "memory__archive",
+    "memory__restore",
+    "memory__list_proposals",
+    "memory__withdraw_proposal",
+}
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -35,24 +48,29 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return dict(result.structured_content)
 
 
-async def test_the_tools_remember_search_correct_link_and_forget(
-        services: dict[str, str]) -> None:
+async def test_the_tools_remember_search_correct_link_and_forget(services: dict[str, str]) -> None:
     ana = caller()
     bob = caller(org=ana.org, member="bob")
     async with Client(build_server(ana.token, services["command"], services["recall"])) as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
-        saved = await call(mcp, "memory__remember", content="The deploy window is Tuesday 10:00.",
-                           kind="decision", scope="shared")
+        saved = await call(
+            mcp,
+            "memory__remember",
+            content="The deploy window is Tuesday 10:00.",
+            kind="decision",
+            scope="shared",
+        )
         item = saved["item_id"]
-        other = (await call(mcp, "memory__remember", content="Deploys need a green build."))
+        other = await call(mcp, "memory__remember", content="Deploys need a green build.")
 
         async def found() -> bool:
             hits = (await call(mcp, "memory__search", query="deploy window"))["memories"]
             return item in [h["id"] for h in hits]
 
         await eventually(found, what="the memory in a search")
-        fixed = await call(mcp, "memory__update", id=item,
-                           content="The deploy window is Tuesday 11:00.")
+        fixed = await call(
+            mcp, "memory__update", id=item, content="The deploy window is Tuesday 11:00."
+        )
         assert fixed["revision"] == 2
         pinned = await call(mcp, "memory__update", id=item, pinned=True)  # its author: at once
         assert pinned["revision"] == 3
@@ -76,8 +94,9 @@ async def test_the_tools_remember_search_correct_link_and_forget(
         assert (await call(mcp, "memory__get", id=item))["item_id"] == item  # none cleared
         gone = await call(mcp, "memory__delete", id=other["item_id"])
         assert gone["receipt"]["erased"][0]["item_id"] == other["item_id"]
-        ingested = await call(mcp, "memory__ingest", messages=["Deploys freeze on Dec 20."],
-                              related_ids=[item])
+        ingested = await call(
+            mcp, "memory__ingest", messages=["Deploys freeze on Dec 20."], related_ids=[item]
+        )
         [new] = [r["item_id"] for r in ingested["results"]]
 
         async def related() -> bool:
@@ -90,19 +109,23 @@ async def test_the_tools_remember_search_correct_link_and_forget(
     async with Client(build_server(bob.token, services["command"], services["recall"])) as mcp:
         no_reason = await mcp.call_tool("memory__update", {"id": item, "content": "Noon."})
         assert no_reason.is_error and "give a reason" in str(no_reason.content)
-        proposed = await call(mcp, "memory__update", id=item, content="The window is noon.",
-                              reason="moved")
+        proposed = await call(
+            mcp, "memory__update", id=item, content="The window is noon.", reason="moved"
+        )
         assert (proposed["status"], proposed["proposal_status"]) == ("proposed", "pending")
-        withdrawn = await call(mcp, "memory__withdraw_proposal",
-                               proposal_id=proposed["proposal_id"])
+        withdrawn = await call(
+            mcp, "memory__withdraw_proposal", proposal_id=proposed["proposal_id"]
+        )
         assert withdrawn["proposal_status"] == "withdrawn"
         # An update of only the pin proposes too (seed 004: an update may change only it).
         pin = await call(mcp, "memory__update", id=item, pinned=False, reason="noise")
         assert (pin["status"], pin["proposal_status"]) == ("proposed", "pending")
         both = await mcp.call_tool("memory__update", {"id": item, "content": "x", "pinned": True})
         assert both.is_error and "one change a call" in str(both.content)
-        linking = await mcp.call_tool("memory__update", {
-            "id": item, "content": "Noon.", "reason": "moved", "related_ids": [new]})
+        linking = await mcp.call_tool(
+            "memory__update",
+            {"id": item, "content": "Noon.", "reason": "moved", "related_ids": [new]},
+        )
         assert linking.is_error and "cannot add links" in str(linking.content)
 
 
@@ -110,9 +133,15 @@ async def test_engram_mcp_serves_the_tools_over_stdio(services: dict[str, str]) 
     ana = caller()
     engram = Path(sys.executable).parent / "engram"
     server = StdioServerParameters(
-        command=str(engram), args=["mcp"],
-        env={**os.environ, "ENGRAM_TOKEN": ana.token,
-             "ENGRAM_COMMAND_URL": services["command"], "ENGRAM_RECALL_URL": services["recall"]})
+        command=str(engram),
+        args=["mcp"],
+        env={
+            **os.environ,
+            "ENGRAM_TOKEN": ana.token,
+            "ENGRAM_COMMAND_URL": services["command"],
+            "ENGRAM_RECALL_URL": services["recall"],
+        },
+    )
     async with Client(server) as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
         saved = await call(mcp, "memory__remember", content="Stdio works.")
@@ -129,36 +158,52 @@ async def test_a_refusal_names_the_field_and_its_limit(services: dict[str, str])
         empty = await mcp.call_tool("memory__remember", {"content": ""})
         assert empty.is_error
         assert "invalid: " in text(empty) and "content: String should have at least 1" in text(
-            empty)
+            empty
+        )
         long = await mcp.call_tool("memory__remember", {"content": "x" * 4001})
-        assert long.is_error and "content: String should have at most 4000 characters" in text(
-            long)
+        assert long.is_error and "content: String should have at most 4000 characters" in text(long)
         missing = await mcp.call_tool("memory__remember", {"kind": "fact"})
         assert missing.is_error
         assert text(missing) == (
-            "Error executing tool memory__remember: missing required argument content")
+            "Error executing tool memory__remember: missing required argument content"
+        )
         wrong = await mcp.call_tool("memory__search", {"query": "q", "limit": "many"})
         assert wrong.is_error and "\n" not in text(wrong) and "argument limit: " in text(wrong)
         extra = await mcp.call_tool("memory__search", {"query": "q", "bogus": 1})
         assert extra.is_error and "unknown argument(s) bogus" in text(extra)  # QA: ignored
 
 
-async def test_a_line_that_is_not_json_does_not_stop_engram_mcp(
-        services: dict[str, str]) -> None:
+async def test_a_line_that_is_not_json_does_not_stop_engram_mcp(services: dict[str, str]) -> None:
     """The SDK's stdio transport answers nothing to a line that is not JSON (see
     engram/mcp_tools.py); the server must still answer the requests after it."""
     ana = caller()
     engram = Path(sys.executable).parent / "engram"
     proc = await asyncio.create_subprocess_exec(
-        str(engram), "mcp", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        str(engram),
+        "mcp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "ENGRAM_TOKEN": ana.token,
-             "ENGRAM_COMMAND_URL": services["command"], "ENGRAM_RECALL_URL": services["recall"]})
+        env={
+            **os.environ,
+            "ENGRAM_TOKEN": ana.token,
+            "ENGRAM_COMMAND_URL": services["command"],
+            "ENGRAM_RECALL_URL": services["recall"],
+        },
+    )
     assert proc.stdin is not None and proc.stdout is not None
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {},
-             "clientInfo": {"name": "test", "version": "0"}}
-    lines = ["not json", rpc(1, "initialize", hello), rpc(None, "notifications/initialized"),
-             '{"jsonrpc": "2.0", "id": 2, "method": "ping"', rpc(3, "tools/list")]
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    }
+    lines = [
+        "not json",
+        rpc(1, "initialize", hello),
+        rpc(None, "notifications/initialized"),
+        '{"jsonrpc": "2.0", "id": 2, "method": "ping"',
+        rpc(3, "tools/list"),
+    ]
     try:
         proc.stdin.write("".join(f"{line}\n" for line in lines).encode())
         await proc.stdin.drain()
@@ -191,27 +236,36 @@ def text(result: CallToolResult) -> str:
 
 
 async def test_the_run_and_the_users_message_are_the_workers_not_the_models(
-        services: dict[str, str], tmp_path: Path) -> None:
+    services: dict[str, str], tmp_path: Path
+) -> None:
     """Seed coverage audit: memory__remember took user_message as an argument, so the model
     could write its own "Remember this for everyone" and have an inference confirmed. The
     tools take no such argument; the worker's run file gives the run's message and id."""
     agent = caller(agent="helper")
     run_file = tmp_path / "run.json"
     run = lambda: run_file_of(run_file)  # noqa: E731
-    async with Client(build_server(agent.token, services["command"], services["recall"],
-                                   run=run)) as mcp:
+    async with Client(
+        build_server(agent.token, services["command"], services["recall"], run=run)
+    ) as mcp:
         schema = {t.name: t.input_schema for t in (await mcp.list_tools()).tools}
         for tool in ("memory__remember", "memory__update", "memory__ingest"):
             assert not {"user_message", "run_id"} & set(schema[tool]["properties"]), tool
-        forged = await mcp.call_tool("memory__remember", {
-            "content": "The user loves pineapple pizza.",
-            "user_message": "Remember that the user loves pineapple pizza."})
+        forged = await mcp.call_tool(
+            "memory__remember",
+            {
+                "content": "The user loves pineapple pizza.",
+                "user_message": "Remember that the user loves pineapple pizza.",
+            },
+        )
         assert forged.is_error and "unknown argument(s) user_message" in str(forged.content)
         # No run file: the agent's save waits for a person.
         waiting = await call(mcp, "memory__remember", content="The user loves pineapple pizza.")
         assert waiting["status"] == "candidate"
-        run_file.write_text(json.dumps({
-            "run_id": "run-7", "user_message": "Please remember that my cat is called Miso."}))
+        run_file.write_text(
+            json.dumps(
+                {"run_id": "run-7", "user_message": "Please remember that my cat is called Miso."}
+            )
+        )
         confirmed = await call(mcp, "memory__remember", content="my cat is called Miso")
         assert confirmed["status"] == "active"
 
@@ -219,16 +273,24 @@ async def test_the_run_and_the_users_message_are_the_workers_not_the_models(
             return not (await mcp.call_tool("memory__get", {"id": confirmed["item_id"]})).is_error
 
         await eventually(readable, what="the memory readable")
-        fixed = await call(mcp, "memory__update", id=confirmed["item_id"],
-                           content="my cat is called Mochi")  # the message asks nothing of it
+        fixed = await call(
+            mcp, "memory__update", id=confirmed["item_id"], content="my cat is called Mochi"
+        )  # the message asks nothing of it
         assert fixed["status"] == "candidate"
-        ingested = await call(mcp, "memory__ingest", messages=["I like jazz", "I like tea",
-                                                              "I like rain", "I like snow"])
+        ingested = await call(
+            mcp,
+            "memory__ingest",
+            messages=["I like jazz", "I like tea", "I like rain", "I like snow"],
+        )
         outcomes = sorted(r["status"] if r["ok"] else r["code"] for r in ingested["results"])
         # The run's cap (three candidates a run by default) counts ingested ones too: the
         # correction and two messages fill it.
-        assert outcomes == ["candidate", "candidate", "candidate_limit_reached",
-                            "candidate_limit_reached"]
+        assert outcomes == [
+            "candidate",
+            "candidate",
+            "candidate_limit_reached",
+            "candidate_limit_reached",
+        ]
         run_file.write_text("not json")
         broken = await mcp.call_tool("memory__remember", {"content": "x"})
         assert broken.is_error and "run file" in str(broken.content)
@@ -237,6 +299,7 @@ async def test_the_run_and_the_users_message_are_the_workers_not_the_models(
 
 def run_file_of(path: Path) -> Any:
     from engram.mcp_tools import run_file
+
     return run_file(path)()
 
 
@@ -250,8 +313,9 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
             return not (await mcp.call_tool("memory__get", {"id": saved["item_id"]})).is_error
 
         await eventually(readable, what="the memory readable")
-        relabeled = await call(mcp, "memory__update", id=saved["item_id"], kind="decision",
-                               tags=["meetings"])
+        relabeled = await call(
+            mcp, "memory__update", id=saved["item_id"], kind="decision", tags=["meetings"]
+        )
         assert relabeled["revision"] == 2
 
         async def seen() -> dict[str, Any] | None:
@@ -260,24 +324,42 @@ async def test_memory_update_changes_only_the_kind_and_tags(services: dict[str, 
 
         got = await eventually(seen, what="the relabel in the read model")
         assert (got["kind"], got["tags"], got["content"]) == (
-            "decision", ["meetings"], "Standups are at 9:30.")
-        both = await mcp.call_tool("memory__update", {"id": saved["item_id"], "content": "x",
-                                                      "kind": "fact"})
+            "decision",
+            ["meetings"],
+            "Standups are at 9:30.",
+        )
+        both = await mcp.call_tool(
+            "memory__update", {"id": saved["item_id"], "content": "x", "kind": "fact"}
+        )
         assert both.is_error and "one change a call" in str(both.content)
-        linked = await mcp.call_tool("memory__update", {  # QA: the links were dropped
-            "id": saved["item_id"], "kind": "fact", "related_ids": [saved["item_id"]]})
+        linked = await mcp.call_tool(
+            "memory__update",
+            {  # QA: the links were dropped
+                "id": saved["item_id"],
+                "kind": "fact",
+                "related_ids": [saved["item_id"]],
+            },
+        )
         assert linked.is_error and "memory__link" in str(linked.content)
-        shared = await call(mcp, "memory__remember", content="Retros are on Fridays.",
-                            scope="shared")
+        shared = await call(
+            mcp, "memory__remember", content="Retros are on Fridays.", scope="shared"
+        )
         await eventually(lambda: readable_by(mcp, shared["item_id"]), what="shared readable")
     bob = caller(ana.org, member="bob")
     async with Client(build_server(bob.token, services["command"], services["recall"])) as mcp:
         # A teammate's memory: the kind and tags are proposed, with a reason (seed 004).
-        no_reason = await mcp.call_tool("memory__update", {"id": shared["item_id"],
-                                                           "kind": "decision"})
+        no_reason = await mcp.call_tool(
+            "memory__update", {"id": shared["item_id"], "kind": "decision"}
+        )
         assert no_reason.is_error and "give a reason" in str(no_reason.content)
-        proposed = await call(mcp, "memory__update", id=shared["item_id"], kind="decision",
-                              tags=["rituals"], reason="the team decided it")
+        proposed = await call(
+            mcp,
+            "memory__update",
+            id=shared["item_id"],
+            kind="decision",
+            tags=["rituals"],
+            reason="the team decided it",
+        )
         assert (proposed["status"], proposed["proposal_status"]) == ("proposed", "pending")
 
 
@@ -298,23 +380,24 @@ async def test_memory_update_with_only_a_scope_moves_the_memory(services: dict[s
             return not (await mcp.call_tool("memory__get", {"id": item_id})).is_error
 
         await eventually(lambda: readable(saved["item_id"]), what="the memory readable")
-        linked = await mcp.call_tool("memory__update", {
-            "id": saved["item_id"], "scope": "shared", "related_ids": [saved["item_id"]]})
+        linked = await mcp.call_tool(
+            "memory__update",
+            {"id": saved["item_id"], "scope": "shared", "related_ids": [saved["item_id"]]},
+        )
         assert linked.is_error and "memory__link" in str(linked.content)
         moved = await call(mcp, "memory__update", id=saved["item_id"], scope="shared")
         assert moved["stream_id"] == f"{ana.org}/shared" and moved["item_id"] != saved["item_id"]
         await eventually(lambda: readable(moved["item_id"]), what="the moved memory readable")
         got = await call(mcp, "memory__get", id=moved["item_id"])
         assert (got["scope"], got["content"]) == ("shared", "The office closes at 18:00.")
-    async with Client(build_server(helper.token, services["command"],
-                                   services["recall"])) as mcp:
-        refused = await mcp.call_tool("memory__update", {"id": moved["item_id"],
-                                                         "scope": "private"})
+    async with Client(build_server(helper.token, services["command"], services["recall"])) as mcp:
+        refused = await mcp.call_tool(
+            "memory__update", {"id": moved["item_id"], "scope": "private"}
+        )
         assert refused.is_error and "a person moves" in str(refused.content)
 
 
-async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(
-        services: dict[str, str]) -> None:
+async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(services: dict[str, str]) -> None:
     """Seed 004: turning an org's memory off hides its tools (a seed coverage audit found
     them listed, each call refused). An agent keeps what erases what it holds, since
     erasing is never refused; with no read to find the memory's scope, it names it. The
@@ -324,21 +407,28 @@ async def test_an_orgs_memory_off_hides_all_but_the_erasing_tools(
     admin = caller(org=person.org, member="root", roles=("admin",))
     command, recall = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=10) as http:
-        saved = await http.post(f"{command}/v1/memories", headers=agent.headers, json={
-            "content": "The staging cluster is eu-2.", "scope": "agent",
-            "user_message": "Remember that the staging cluster is eu-2."})
+        saved = await http.post(
+            f"{command}/v1/memories",
+            headers=agent.headers,
+            json={
+                "content": "The staging cluster is eu-2.",
+                "scope": "agent",
+                "user_message": "Remember that the staging cluster is eu-2.",
+            },
+        )
         assert saved.status_code == 201 and saved.json()["status"] == "active", saved.text
         item = saved.json()["item_id"]
 
         async def switch(on: bool) -> None:
-            r = await http.put(f"{recall}/v1/policy", headers=admin.headers,
-                               json={"memory": on})
+            r = await http.put(f"{recall}/v1/policy", headers=admin.headers, json={"memory": on})
             assert r.status_code == 200 and r.json()["memory"] is on, r.text
 
         await switch(False)
         async with Client(build_server(agent.token, command, recall)) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == {
-                "memory__delete", "memory__clear_all"}
+                "memory__delete",
+                "memory__clear_all",
+            }
             searched = await mcp.call_tool("memory__search", {"query": "staging"})
             assert searched.is_error and "memory_off: memory is off" in text(searched)
             unscoped = await mcp.call_tool("memory__delete", {"id": item})
@@ -361,17 +451,23 @@ async def test_a_held_org_is_listed_only_the_erasing_tools(services: dict[str, s
     ana = caller()
     command, recall = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=10) as http:
-        saved = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                                json={"content": "Held orgs may still erase."})
+        saved = await http.post(
+            f"{command}/v1/memories",
+            headers=ana.headers,
+            json={"content": "Held orgs may still erase."},
+        )
         item = saved.json()["item_id"]
     await billing("set", ana.org)  # metered, with no credit: held at once
     async with Client(build_server(ana.token, command, recall)) as mcp:
+
         async def listed() -> set[str] | None:
             names = {t.name for t in (await mcp.list_tools()).tools}
             return names if names != TOOLS else None
 
         assert await eventually(listed, what="the hold", deadline=20) == {
-            "memory__delete", "memory__clear_all"}
+            "memory__delete",
+            "memory__clear_all",
+        }
         unscoped = await mcp.call_tool("memory__delete", {"id": item})
         assert unscoped.is_error and "payment_required" in text(unscoped)
         assert "give its scope" in text(unscoped)

@@ -19,12 +19,19 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_memory_md_is_imported_once_as_a_pinned_note(
-        services: dict[str, str], tmp_path: Path) -> None:
+    services: dict[str, str], tmp_path: Path
+) -> None:
     ana, cli = caller(), CliRunner()
     legacy = tmp_path / "MEMORY.md"
     legacy.write_text("# Notes\n- Ana prefers short answers.\n- Deploys on Tuesdays.\n")
-    args = ["import-memory-md", str(legacy), "--token", ana.token,
-            "--command-url", services["command"]]
+    args = [
+        "import-memory-md",
+        str(legacy),
+        "--token",
+        ana.token,
+        "--command-url",
+        services["command"],
+    ]
 
     first = cli.invoke(app, args)
     assert first.exit_code == 0, first.output
@@ -36,9 +43,9 @@ async def test_memory_md_is_imported_once_as_a_pinned_note(
     assert f"imported before, as memory {item_id}" in " ".join(again.output.split())
 
     async with httpx.AsyncClient(timeout=10) as http:
+
         async def found() -> dict[str, Any] | None:
-            r = await http.get(f"{services['recall']}/v1/memories/{item_id}",
-                               headers=ana.headers)
+            r = await http.get(f"{services['recall']}/v1/memories/{item_id}", headers=ana.headers)
             return r.json() if r.status_code == 200 else None
 
         item = await eventually(found, what="the imported note in recall")
@@ -49,23 +56,36 @@ async def test_memory_md_is_imported_once_as_a_pinned_note(
 
 
 async def test_a_file_too_long_or_unreadable_is_refused_and_nothing_is_saved(
-        services: dict[str, str], tmp_path: Path) -> None:
+    services: dict[str, str], tmp_path: Path
+) -> None:
     ana, cli = caller(), CliRunner()
     long = tmp_path / "MEMORY.md"
     long.write_text("x" * 4001)
-    refused = cli.invoke(app, ["import-memory-md", str(long), "--token", ana.token,
-                               "--command-url", services["command"]])
+    refused = cli.invoke(
+        app,
+        ["import-memory-md", str(long), "--token", ana.token, "--command-url", services["command"]],
+    )
     assert refused.exit_code == 1
     refusal = " ".join(refused.output.split())
     assert "4001 characters" in refusal and "4000" in refusal
-    missing = cli.invoke(app, ["import-memory-md", str(tmp_path / "nope.md"), "--token",
-                               ana.token, "--command-url", services["command"]])
+    missing = cli.invoke(
+        app,
+        [
+            "import-memory-md",
+            str(tmp_path / "nope.md"),
+            "--token",
+            ana.token,
+            "--command-url",
+            services["command"],
+        ],
+    )
     assert missing.exit_code == 1 and "cannot read" in " ".join(missing.output.split())
     route = f"{services['command']}/v1/memories/import-memory-md"
     async with httpx.AsyncClient(timeout=10) as http:
         empty = await http.post(route, headers=ana.headers, json={"content": "  "})
-        no_agent = await http.post(route, headers=ana.headers,
-                                   json={"content": "notes", "scope": "agent"})
+        no_agent = await http.post(
+            route, headers=ana.headers, json={"content": "notes", "scope": "agent"}
+        )
         listed = await http.get(f"{services['recall']}/v1/memories", headers=ana.headers)
     assert empty.status_code == 422 and "not empty" in empty.json()["detail"]
     assert no_agent.status_code == 403  # the token names no agent

@@ -19,34 +19,42 @@ class Client:
         self.http, self.services, self.who = http, services, who
 
     async def remember(self, **body: Any) -> dict[str, Any]:
-        r = await self.http.post(f"{self.services['command']}/v1/memories",
-                                 headers=self.who.headers, json=body)
+        r = await self.http.post(
+            f"{self.services['command']}/v1/memories", headers=self.who.headers, json=body
+        )
         assert r.status_code == 201, r.text
         return dict(r.json())
 
     async def act(self, item_id: str, action: str, **body: Any) -> dict[str, Any]:
-        r = await self.http.post(f"{self.services['command']}/v1/memories/{item_id}/{action}",
-                                 headers=self.who.headers, json=body)
+        r = await self.http.post(
+            f"{self.services['command']}/v1/memories/{item_id}/{action}",
+            headers=self.who.headers,
+            json=body,
+        )
         assert r.status_code == 200, r.text
         return dict(r.json())
 
     async def recall(self, query: str, **body: Any) -> dict[str, Any]:
-        r = await self.http.post(f"{self.services['recall']}/v1/recall",
-                                 headers=self.who.headers, json={"query": query, **body})
+        r = await self.http.post(
+            f"{self.services['recall']}/v1/recall",
+            headers=self.who.headers,
+            json={"query": query, **body},
+        )
         assert r.status_code == 200, r.text
         return dict(r.json())
 
     async def get(self, path: str) -> httpx.Response:
         return await self.http.get(f"{self.services['recall']}{path}", headers=self.who.headers)
 
-    async def settled(self, query: str, n: int, omitted: int = 0,
-                      **body: Any) -> dict[str, Any]:
+    async def settled(self, query: str, n: int, omitted: int = 0, **body: Any) -> dict[str, Any]:
         """Recall until ``n`` items (and ``omitted`` more) come back: projection is
         asynchronous."""
+
         async def probe() -> dict[str, Any] | None:
             packet = await self.recall(query, **body)
             done = len(packet["items"]) == n and packet["omitted"] == omitted
             return packet if done else None
+
         return await eventually(probe, what=f"{n} items for {query!r}")
 
 
@@ -57,16 +65,17 @@ async def client(services: dict[str, str]) -> Any:
 
 
 async def test_pinned_first_headers_and_the_6000_character_cut(client: Client) -> None:
-    pinned = await client.remember(content="Always answer in English.", pinned=True,
-                                   kind="procedure")
-    long = [await client.remember(content=f"Rocket note {n}: " + "fuel " * 380)
-            for n in range(4)]
+    pinned = await client.remember(
+        content="Always answer in English.", pinned=True, kind="procedure"
+    )
+    long = [await client.remember(content=f"Rocket note {n}: " + "fuel " * 380) for n in range(4)]
     packet = await client.settled("rocket fuel", 3, omitted=2)  # pinned + two whole notes
     ids = [i["id"] for i in packet["items"]]
     assert ids[0] == pinned["item_id"] and packet["items"][0]["why"][0] == "pinned"
     assert len(packet["packet"]) <= 6000 and packet["omitted"] == 2
     assert packet["packet"].startswith(
-        f"{PREAMBLE}\n\n[memory:{pinned['item_id']}@1; member:ana; procedure]")
+        f"{PREAMBLE}\n\n[memory:{pinned['item_id']}@1; member:ana; procedure]"
+    )
     for entry in packet["items"][1:]:  # every entry that is in the packet is there whole
         body = next(m for m in long if m["item_id"] == entry["id"])
         assert f"[memory:{body['item_id']}@1; member:ana; note]" in packet["packet"]
@@ -102,10 +111,12 @@ async def test_contexts_show_changed_and_forgotten(client: Client) -> None:
     b = await client.remember(content="The wifi router is in the hall.", title="Router")
     packet = await client.settled("wifi", 2, run_id="run-1")
     generation = packet["generation"]
-    await client.act(a["item_id"], "correct", base_revision=1,
-                     content="The wifi password hint is green.")
-    r = await client.http.delete(f"{client.services['command']}/v1/memories/{b['item_id']}",
-                                 headers=client.who.headers)
+    await client.act(
+        a["item_id"], "correct", base_revision=1, content="The wifi password hint is green."
+    )
+    r = await client.http.delete(
+        f"{client.services['command']}/v1/memories/{b['item_id']}", headers=client.who.headers
+    )
     assert r.status_code == 200
 
     async def context_moved() -> dict[str, tuple[str, str | None]] | None:
@@ -118,8 +129,9 @@ async def test_contexts_show_changed_and_forgotten(client: Client) -> None:
     assert states == {a["item_id"]: ("changed", "Wifi hint"), b["item_id"]: ("forgotten", None)}
     assert (await client.get("/v1/generation")).json()["generation"] != generation
     other = caller()  # contexts follow visibility like everything else
-    r = await client.http.get(f"{client.services['recall']}/v1/contexts/{packet['context_id']}",
-                              headers=other.headers)
+    r = await client.http.get(
+        f"{client.services['recall']}/v1/contexts/{packet['context_id']}", headers=other.headers
+    )
     assert r.status_code == 404
 
 
@@ -140,13 +152,18 @@ async def test_generation_moves_with_every_change_to_active_memory(client: Clien
 async def test_search_returns_excerpts_and_omitted(client: Client) -> None:
     filler = "This paragraph says nothing useful about anything. " * 30
     runbook = await client.remember(
-        content=filler + "Escalation: page the on-call rotation first, then the lead. " + filler)
-    short = [await client.remember(content=f"Escalation contact {n} is listed in the wiki.")
-             for n in range(3)]
+        content=filler + "Escalation: page the on-call rotation first, then the lead. " + filler
+    )
+    short = [
+        await client.remember(content=f"Escalation contact {n} is listed in the wiki.")
+        for n in range(3)
+    ]
     await client.settled("escalation", 4)
-    r = await client.http.post(f"{client.services['recall']}/v1/search",
-                               headers=client.who.headers,
-                               json={"query": "escalation page rotation", "limit": 10})
+    r = await client.http.post(
+        f"{client.services['recall']}/v1/search",
+        headers=client.who.headers,
+        json={"query": "escalation page rotation", "limit": 10},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     hit = next(h for h in body["memories"] if h["id"] == runbook["item_id"])
@@ -167,13 +184,14 @@ async def test_list_is_newest_first_and_paged(client: Client) -> None:
     assert (await client.get("/v1/memories?cursor=nonsense")).status_code == 422
 
 
-async def test_a_page_is_bounded_as_a_whole_and_goes_on_where_it_ended(
-        client: Client) -> None:
+async def test_a_page_is_bounded_as_a_whole_and_goes_on_where_it_ended(client: Client) -> None:
     """Seed 004: a whole result is bounded, not just each memory in it (a seed audit: a
     page of 100 carried 47,910 characters). A page ends early; its next goes on from its
     last memory, so none is left out."""
-    ids = [(await client.remember(content=f"Bounded fact {n}. " + "x" * 1_080))["item_id"]
-           for n in range(20)]
+    ids = [
+        (await client.remember(content=f"Bounded fact {n}. " + "x" * 1_080))["item_id"]
+        for n in range(20)
+    ]
 
     async def pages() -> list[dict[str, Any]] | None:
         found, cursor = [], ""
@@ -199,8 +217,9 @@ async def test_an_org_chooses_its_default_policy(services: dict[str, str]) -> No
         assert (await http.get(url, headers=member.headers)).json()["policy"] == "hybrid"
         denied = await http.put(url, headers=member.headers, json={"policy": "newest_first"})
         assert denied.status_code == 403
-        r = await http.put(url, headers=admin.headers,
-                           json={"policy": "newest_first", "max_chars": 4000})
+        r = await http.put(
+            url, headers=admin.headers, json={"policy": "newest_first", "max_chars": 4000}
+        )
         assert r.status_code == 200 and r.json()["policy"] == "newest_first"
         client = Client(http, services, member)
         await client.remember(content="Older fact about llamas.")
@@ -211,11 +230,13 @@ async def test_an_org_chooses_its_default_policy(services: dict[str, str]) -> No
 
 
 async def test_a_sessions_and_an_agents_memory_move_the_own_generation(
-        services: dict[str, str]) -> None:
+    services: dict[str, str],
+) -> None:
     """'own' is every scope of the token's own, not only its member's (QA: a session's
     and an agent's saves, expiries and disables left the generation where it was)."""
     who = caller(agent="helper", session="s-1")
     async with httpx.AsyncClient(timeout=10) as http:
+
         async def generation() -> str:
             r = await http.get(f"{services['recall']}/v1/generation", headers=who.headers)
             return str(r.json()["generation"])
@@ -226,9 +247,15 @@ async def test_a_sessions_and_an_agents_memory_move_the_own_generation(
 
         start = await generation()
         for scope in ("session", "agent"):
-            saved = await http.post(f"{services['command']}/v1/memories", headers=who.headers,
-                                    json={"content": f"A {scope} fact.", "scope": scope,
-                                          "user_message": f"Remember this: A {scope} fact."})
+            saved = await http.post(
+                f"{services['command']}/v1/memories",
+                headers=who.headers,
+                json={
+                    "content": f"A {scope} fact.",
+                    "scope": scope,
+                    "user_message": f"Remember this: A {scope} fact.",
+                },
+            )
             assert saved.status_code == 201, saved.text
             start = await eventually(lambda s=start: moved_from(s), what=f"{scope} counted")
         assert start.split(":")[1] == "2"
@@ -241,9 +268,11 @@ async def test_a_quoted_phrase_is_matched_as_written(client: Client) -> None:
     await client.remember(content="The train for the release was late on Tuesday.")
     await client.remember(content="Tuesday's standup covers the release.")
     await client.settled("release train Tuesday", 3)
-    r = await client.http.post(f"{client.services['recall']}/v1/search",
-                               headers=client.who.headers,
-                               json={"query": 'when does the "Release Train" leave?'})
+    r = await client.http.post(
+        f"{client.services['recall']}/v1/search",
+        headers=client.who.headers,
+        json={"query": 'when does the "Release Train" leave?'},
+    )
     assert r.status_code == 200, r.text
     assert [h["id"] for h in r.json()["memories"]] == [exact["item_id"]]
     assert "exact#1" in r.json()["memories"][0]["why"]
@@ -255,11 +284,15 @@ async def test_a_quoted_phrase_is_matched_as_written(client: Client) -> None:
     err = await client.remember(content="The payment service threw ERR-1042  twice.")
     await client.remember(content="The gateway threw ERR-10423 once.")
     await client.settled("threw", 2)
-    r = await client.http.post(f"{client.services['recall']}/v1/search",
-                               headers=client.who.headers,
-                               json={"query": '\u201cerr-1042 twice\u201d'})
+    r = await client.http.post(
+        f"{client.services['recall']}/v1/search",
+        headers=client.who.headers,
+        json={"query": "\u201cerr-1042 twice\u201d"},
+    )
     assert [h["id"] for h in r.json()["memories"]] == [err["item_id"]]
-    r = await client.http.post(f"{client.services['recall']}/v1/search",
-                               headers=client.who.headers,
-                               json={"query": " ".join(f'"p{n}"' for n in range(6))})
+    r = await client.http.post(
+        f"{client.services['recall']}/v1/search",
+        headers=client.who.headers,
+        json={"query": " ".join(f'"p{n}"' for n in range(6))},
+    )
     assert (r.status_code, r.json()["code"]) == (422, "invalid")  # more is refused, not dropped

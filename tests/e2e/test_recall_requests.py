@@ -15,13 +15,17 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_a_change_log_past_its_end_answers_the_scopes_version(
-        services: dict[str, str]) -> None:
+    services: dict[str, str],
+) -> None:
     ana = caller()
     command, recall = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=10) as http:
         for n in range(2):
-            r = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                                json={"content": f"Standup is at {9 + n} o'clock."})
+            r = await http.post(
+                f"{command}/v1/memories",
+                headers=ana.headers,
+                json={"content": f"Standup is at {9 + n} o'clock."},
+            )
             assert r.status_code == 201, r.text
 
         async def listed() -> int | None:
@@ -29,11 +33,11 @@ async def test_a_change_log_past_its_end_answers_the_scopes_version(
             return int(body["version"]) if len(body["changes"]) == 2 else None
 
         assert await eventually(listed, what="two changes in the log") == 2
-        past = await http.get(f"{recall}/v1/changes", headers=ana.headers,
-                              params={"after": 99999})
+        past = await http.get(f"{recall}/v1/changes", headers=ana.headers, params={"after": 99999})
         assert (past.json()["version"], past.json()["changes"]) == (2, [])
-        empty = await http.get(f"{recall}/v1/changes", headers=ana.headers,
-                               params={"scope": "shared", "after": 7})
+        empty = await http.get(
+            f"{recall}/v1/changes", headers=ana.headers, params={"scope": "shared", "after": 7}
+        )
         assert (empty.json()["version"], empty.json()["changes"]) == (0, [])
 
 
@@ -41,11 +45,11 @@ async def test_a_policy_put_keeps_the_fields_it_leaves_out(services: dict[str, s
     admin = caller(roles=("admin",))
     url = f"{services['recall']}/v1/policy"
     async with httpx.AsyncClient(timeout=10) as http:
-        first = await http.put(url, headers=admin.headers, json={"max_items": 5,
-                                                                "keep_revisions": 3})
+        first = await http.put(
+            url, headers=admin.headers, json={"max_items": 5, "keep_revisions": 3}
+        )
         assert first.status_code == 200, first.text
-        uncapped = await http.put(url, headers=admin.headers,
-                                  json={"max_candidates_per_run": None})
+        uncapped = await http.put(url, headers=admin.headers, json={"max_candidates_per_run": None})
         assert uncapped.json() == {**first.json(), "max_candidates_per_run": None}
         same = await http.put(url, headers=admin.headers, json={})
         assert same.json() == uncapped.json()
@@ -70,8 +74,7 @@ async def test_text_with_a_nul_is_refused_naming_the_field(services: dict[str, s
             assert r.headers["content-type"] == "application/problem+json"
             assert [e["loc"] for e in r.json()["errors"]] == [loc]
         # The same connection still answers: nothing failed on the server's side.
-        fine = await http.post(f"{recall}/v1/search", headers=ana.headers,
-                               json={"query": "ab"})
+        fine = await http.post(f"{recall}/v1/search", headers=ana.headers, json={"query": "ab"})
         assert fine.status_code == 200, fine.text
 
 
@@ -81,14 +84,20 @@ async def test_newest_first_holds_as_many_items_as_asked(services: dict[str, str
     async with httpx.AsyncClient(timeout=10) as http:
         saved = []
         for n in range(30):
-            r = await http.post(f"{command}/v1/memories", headers=admin.headers,
-                                json={"content": f"Short fact {n}.", "pinned": n == 0})
+            r = await http.post(
+                f"{command}/v1/memories",
+                headers=admin.headers,
+                json={"content": f"Short fact {n}.", "pinned": n == 0},
+            )
             assert r.status_code == 201, r.text
             saved.append(r.json()["item_id"])
 
         async def packet(**body: object) -> list[str]:
-            r = await http.post(f"{recall}/v1/recall", headers=admin.headers,
-                                json={"query": "x", "policy": "newest_first", **body})
+            r = await http.post(
+                f"{recall}/v1/recall",
+                headers=admin.headers,
+                json={"query": "x", "policy": "newest_first", **body},
+            )
             assert r.status_code == 200, r.text
             return [i["id"] for i in r.json()["items"]]
 
@@ -122,6 +131,9 @@ async def test_on_off_fields_take_true_or_false_only(services: dict[str, str]) -
             assert [e["loc"] for e in r.json()["errors"]] == [["body", field]]
         # Nothing was set by the refused puts.
         assert (await http.get(f"{recall}/v1/policy", headers=admin.headers)).json() == policy
-        off = await http.post(f"{recall}/v1/recall", headers=admin.headers,
-                              json={"query": "x", "use_memory": False, "preview": True})
+        off = await http.post(
+            f"{recall}/v1/recall",
+            headers=admin.headers,
+            json={"query": "x", "use_memory": False, "preview": True},
+        )
         assert off.status_code == 200 and off.json()["items"] == []

@@ -17,28 +17,37 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_an_orgs_retention_keeps_the_last_revisions_only(
-        services: dict[str, str], stack_settings: dict[str, str]) -> None:
+    services: dict[str, str], stack_settings: dict[str, str]
+) -> None:
     ana = caller()
     admin = caller(org=ana.org, member="root", roles=("admin",))
     command, recall = services["command"], services["recall"]
     async with httpx.AsyncClient(timeout=10) as http:
-        refused = await http.put(f"{recall}/v1/policy", headers=ana.headers,
-                                 json={"keep_revisions": 2})
+        refused = await http.put(
+            f"{recall}/v1/policy", headers=ana.headers, json={"keep_revisions": 2}
+        )
         assert refused.status_code == 403
-        policy = await http.put(f"{recall}/v1/policy", headers=admin.headers,
-                                json={"keep_revisions": 2})
+        policy = await http.put(
+            f"{recall}/v1/policy", headers=admin.headers, json={"keep_revisions": 2}
+        )
         assert policy.status_code == 200 and policy.json()["keep_revisions"] == 2
-        bad = await http.put(f"{recall}/v1/policy", headers=admin.headers,
-                             json={"keep_revisions": 0})
+        bad = await http.put(
+            f"{recall}/v1/policy", headers=admin.headers, json={"keep_revisions": 0}
+        )
         assert bad.status_code == 422
 
-        saved = await http.post(f"{command}/v1/memories", headers=ana.headers,
-                                json={"content": "Quarterly goal: 10 new customers."})
+        saved = await http.post(
+            f"{command}/v1/memories",
+            headers=ana.headers,
+            json={"content": "Quarterly goal: 10 new customers."},
+        )
         item = saved.json()["item_id"]
         for n, goal in enumerate(("12", "15", "20"), start=1):
-            r = await http.post(f"{command}/v1/memories/{item}/correct", headers=ana.headers,
-                                json={"base_revision": n,
-                                      "content": f"Quarterly goal: {goal} new customers."})
+            r = await http.post(
+                f"{command}/v1/memories/{item}/correct",
+                headers=ana.headers,
+                json={"base_revision": n, "content": f"Quarterly goal: {goal} new customers."},
+            )
             assert r.status_code == 200, r.text
 
         async def history() -> list[Any] | None:
@@ -50,8 +59,11 @@ async def test_an_orgs_retention_keeps_the_last_revisions_only(
         assert kept[0]["content"] == "Quarterly goal: 20 new customers."
         assert (kept[-1]["reason"], kept[-1]["member"]) == ("corrected", "ana")
 
-        old = await http.post(f"{command}/v1/memories/{item}/restore-revision",
-                              headers=ana.headers, json={"base_revision": 4, "revision": 1})
+        old = await http.post(
+            f"{command}/v1/memories/{item}/restore-revision",
+            headers=ana.headers,
+            json={"base_revision": 4, "revision": 1},
+        )
         assert (old.status_code, old.json()["code"]) == (409, "conflict")
         assert old.json()["oldest_kept"] == 2
         other = caller()
@@ -59,8 +71,11 @@ async def test_an_orgs_retention_keeps_the_last_revisions_only(
         assert hidden.status_code == 404
     conn = await asyncpg.connect(stack_settings["DATABASE_URL"])
     try:  # the first revision's text left the read models
-        assert await conn.fetchval(
-            "SELECT count(*) FROM memory.revisions WHERE content LIKE '%10 new customers%'"
-        ) == 0
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM memory.revisions WHERE content LIKE '%10 new customers%'"
+            )
+            == 0
+        )
     finally:
         await conn.close()

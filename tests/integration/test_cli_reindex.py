@@ -47,8 +47,13 @@ def org(stack_settings: dict[str, str]) -> Iterator[str]:
             "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
             "revision, created_by, created_at, updated_at) "
             "VALUES ($1, $2, 'shared', $3, 'fact', $4, $5, 1, $6, $7, $7)",
-            f"{org}-{key}", org, f"{org}/shared", status, f"memory {key}",
-            json.dumps({"org": org}), now,
+            f"{org}-{key}",
+            org,
+            f"{org}/shared",
+            status,
+            f"memory {key}",
+            json.dumps({"org": org}),
+            now,
         )
     yield org
     sql(dsn, "DELETE FROM indexer.vectors WHERE org = $1", org)
@@ -69,10 +74,15 @@ def test_reindex_embeds_an_orgs_active_items_once_and_says_when_embeddings_are_o
     first = engram("reindex", "--org", org, provider="local")
     assert first.returncode == 0, first.stderr
     assert f"{LOCAL_MODEL}: done, 2 embedded, 0 dropped of the 2 lacking one" in first.stdout
-    rows = sql(stack_settings["DATABASE_URL"],
-               "SELECT item_id, model FROM indexer.vectors WHERE org = $1 ORDER BY 1", org)
+    rows = sql(
+        stack_settings["DATABASE_URL"],
+        "SELECT item_id, model FROM indexer.vectors WHERE org = $1 ORDER BY 1",
+        org,
+    )
     assert [(r["item_id"], r["model"]) for r in rows] == [
-        (f"{org}-a", LOCAL_MODEL), (f"{org}-b", LOCAL_MODEL)]
+        (f"{org}-a", LOCAL_MODEL),
+        (f"{org}-b", LOCAL_MODEL),
+    ]
 
     again = engram("reindex", "--org", org, provider="local")
     assert again.returncode == 0 and "every active item has a current vector" in again.stdout

@@ -24,7 +24,8 @@ async def test_an_orgs_limits_as_set_else_the_defaults(pool: asyncpg.Pool) -> No
     cached = OrgPolicies(pool, ttl=3600)
     limits = await cached.limits({strict, silent})
     assert limits[strict] == OrgLimits(
-        keep_revisions=2, max_candidates_per_run=None, max_memories_per_scope=40)
+        keep_revisions=2, max_candidates_per_run=None, max_memories_per_scope=40
+    )
     assert limits[silent] == OrgLimits(None, MAX_CANDIDATES_PER_RUN)
 
     await pool.execute(

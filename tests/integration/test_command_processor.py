@@ -208,8 +208,11 @@ class GatedBrokenByOneWriter(BrokenByOneWriter):
         cleanup = await super().process(records)
         for r in records:
             if isinstance(r, Submitted) and not r.answer.done():
-                r.answer.set_result(CommandReply(command_id=r.envelope.command_id, ok=True,
-                                                 stream_id=r.envelope.stream_id))
+                r.answer.set_result(
+                    CommandReply(
+                        command_id=r.envelope.command_id, ok=True, stream_id=r.envelope.stream_id
+                    )
+                )
         return cleanup
 
 
@@ -468,6 +471,7 @@ async def test_a_command_that_breaks_the_writer_is_refused_alone_and_the_rest_ar
         await send_commands(
             stack_settings["KAFKA_BOOTSTRAP_SERVERS"], _commands(stream, [later]), commands_topic
         )
+
         async def next_decided() -> bool:
             return any(later.encode() in v for v in log["decided"])
 

@@ -297,8 +297,11 @@ def remembered(
     sealed), or, ``plain``, as events written before labels were sealed carried them."""
     sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
     org = stream.split("/", 1)[0]
-    named = {"sources": sources} if plain else {
-        "source_hashes": [hashed(org, s) for s in sources], "labels": sealed}
+    named = (
+        {"sources": sources}
+        if plain
+        else {"source_hashes": [hashed(org, s) for s in sources], "labels": sealed}
+    )
     return event(
         stream,
         seq,
@@ -349,8 +352,12 @@ async def test_a_forgotten_items_sources_yield_no_proposals(
         )
         # Keyed hashes of the sources (a plain source of before is hashed when recorded),
         # and the forgotten item's own id.
-        expected = {hashed(ana.org, "turn-a"): True, hashed(ana.org, "msg-7"): True,
-                    forgotten: True, hashed(ana.org, "msg-9"): False}
+        expected = {
+            hashed(ana.org, "turn-a"): True,
+            hashed(ana.org, "msg-7"): True,
+            forgotten: True,
+            hashed(ana.org, "msg-9"): False,
+        }
         await eventually(
             lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
         )
@@ -381,17 +388,29 @@ async def test_the_sources_a_keyed_save_brings_to_a_memory_are_suppressed_with_i
     ana = caller()
     stream, item_id = f"{ana.org}/member:ana", str(uuid.uuid4())
     sealed = {"key_id": item_id, "nonce": "bm9uY2U=", "ciphertext": "c2VhbGVk"}
-    revised = event(stream, 2, "MemoryRevised", {
-        "item_id": item_id, "revision": 2, "base_revision": 1, "reason": "corrected",
-        "content": sealed, "content_hash": "h2", "content_length": 10, "labels": sealed,
-        "source_hashes": [hashed(ana.org, "msg-8")]})
+    revised = event(
+        stream,
+        2,
+        "MemoryRevised",
+        {
+            "item_id": item_id,
+            "revision": 2,
+            "base_revision": 1,
+            "reason": "corrected",
+            "content": sealed,
+            "content_hash": "h2",
+            "content_length": 10,
+            "labels": sealed,
+            "source_hashes": [hashed(ana.org, "msg-8")],
+        },
+    )
     forgotten = event(stream, 3, "MemoryForgotten", {"item_id": item_id, "revisions": 2})
     settings = settings_for(conversations_topic=conversations, events_topic=events)
     async with running(settings):
-        await publish(bootstrap, events, remembered(stream, 1, item_id, ["msg-7"]), revised,
-                      forgotten)
-        expected = {hashed(ana.org, "msg-7"): True, hashed(ana.org, "msg-8"): True,
-                    item_id: True}
+        await publish(
+            bootstrap, events, remembered(stream, 1, item_id, ["msg-7"]), revised, forgotten
+        )
+        expected = {hashed(ana.org, "msg-7"): True, hashed(ana.org, "msg-8"): True, item_id: True}
         await eventually(
             lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
         )
@@ -476,8 +495,11 @@ async def test_a_forgotten_items_sources_suppress_its_own_stream_only(
             events,
             *saved_then_forgotten(stream, forgotten),
         )
-        expected = {hashed(ana.org, "turn-a"): True, hashed(ana.org, "msg-7"): True,
-                    forgotten: True}
+        expected = {
+            hashed(ana.org, "turn-a"): True,
+            hashed(ana.org, "msg-7"): True,
+            forgotten: True,
+        }
         await eventually(
             lambda: _equal(suppression(stack_settings, ana.org), expected), deadline=DEADLINE
         )

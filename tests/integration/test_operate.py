@@ -93,7 +93,9 @@ async def test_lag_counts_records_not_markers(
     assert rows[f"{stored_offsets}-done"].behind == 0  # only the last marker is left
     # Labelled: whose group it is, and where a stale one's offsets are to be deleted.
     assert (rows[stored_offsets].service, rows[stored_offsets].stored_in) == (
-        "projector", "projector.offsets")
+        "projector",
+        "projector.offsets",
+    )
     assert rows[f"{stored_offsets}-done"].service is None
     fresh = rows[f"{stored_offsets}-new"]
     assert (fresh.at, fresh.behind, fresh.service) == (0, 3, "projector")
@@ -146,10 +148,24 @@ async def test_dead_letters_are_listed_and_only_input_records_redriven(
     marker = uuid.uuid4().hex
     command = json.dumps({"poison": marker}).encode()
     letters = [
-        dead_letter("extractor", topic=topics.CONVERSATIONS, partition=0, offset=7,
-                    key=b"k-" + marker.encode(), value=command, error=f"broken {marker}"),
-        dead_letter("extractor", topic=topics.EVENTS, partition=1, offset=9, key=None,
-                    value=b"{}", error="an event"),
+        dead_letter(
+            "extractor",
+            topic=topics.CONVERSATIONS,
+            partition=0,
+            offset=7,
+            key=b"k-" + marker.encode(),
+            value=command,
+            error=f"broken {marker}",
+        ),
+        dead_letter(
+            "extractor",
+            topic=topics.EVENTS,
+            partition=1,
+            offset=9,
+            key=None,
+            value=b"{}",
+            error="an event",
+        ),
     ]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
@@ -161,7 +177,9 @@ async def test_dead_letters_are_listed_and_only_input_records_redriven(
     shown = await dead_letters(bootstrap, "extractor", last=2)
     assert shown.count >= 2
     assert [(x.offset, x.body["error"]) for x in shown.newest] == [
-        (sent[0].offset, f"broken {marker}"), (sent[1].offset, "an event")]
+        (sent[0].offset, f"broken {marker}"),
+        (sent[1].offset, "an event"),
+    ]
 
     with pytest.raises(OperateError, match="not re-driven"):
         await redrive(bootstrap, "extractor", sent[1].offset)
@@ -172,7 +190,9 @@ async def test_dead_letters_are_listed_and_only_input_records_redriven(
     topic, partition, offset = await redrive(bootstrap, "extractor", sent[0].offset)
     assert topic == topics.CONVERSATIONS
     assert await _value_at(bootstrap, TopicPartition(topic, partition), offset) == (
-        b"k-" + marker.encode(), command)
+        b"k-" + marker.encode(),
+        command,
+    )
 
 
 async def _value_at(bootstrap: str, tp: TopicPartition, offset: int) -> tuple[bytes, bytes]:

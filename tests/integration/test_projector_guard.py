@@ -272,17 +272,25 @@ async def test_a_memorys_sealed_labels_are_opened_and_plain_ones_of_before_still
         labels = Labels(key=f"key-{n}", tags=("work",), sources=(f"msg-{n}",))
         plain = labels.model_dump() if legacy else {}
         sealed = None if legacy else seal(item_id, data_key, labels.model_dump_json())
-        event = MemoryRemembered(item_id=item_id, scope="shared", kind="fact", status="active",
-                                 content=seal(item_id, data_key, f"fact {n}"),
-                                 content_hash=f"h-{n}", content_length=6, labels=sealed,
-                                 **plain)
+        event = MemoryRemembered(
+            item_id=item_id,
+            scope="shared",
+            kind="fact",
+            status="active",
+            content=seal(item_id, data_key, f"fact {n}"),
+            content_hash=f"h-{n}",
+            content_length=6,
+            labels=sealed,
+            **plain,
+        )
         made[item_id] = s.record(n, event)
     shredded = list(made)[2]
     async with s.pool.acquire() as conn:
         assert await shred(conn, shredded)
     await s.apply(list(made.values()))
-    rows = await s.pool.fetch("SELECT item_id, key, tags, sources FROM memory.items "
-                              "WHERE org = $1", s.org)
+    rows = await s.pool.fetch(
+        "SELECT item_id, key, tags, sources FROM memory.items WHERE org = $1", s.org
+    )
     found = {r["item_id"]: (r["key"], list(r["tags"]), list(r["sources"])) for r in rows}
     sealed_id, legacy_id, _ = made
     assert found[sealed_id] == ("key-1", ["work"], ["msg-1"])
@@ -299,21 +307,40 @@ async def test_a_relabel_and_a_keyed_save_in_one_batch_take_their_tags_in_the_lo
     first = await s.remember(1, "Window seats.")
     await s.apply([first])
     item_id = MemoryRemembered.model_validate(
-        EventEnvelope.model_validate_json(first.value).payload).item_id
+        EventEnvelope.model_validate_json(first.value).payload
+    ).item_id
     key = (await s.keys.get_many({item_id}))[item_id]
 
     def labels(*tags: str) -> Any:
-        return seal(item_id, key, Labels(key="seat", tags=tags, sources=("m-1",))
-                    .model_dump_json(exclude_defaults=True))
+        return seal(
+            item_id,
+            key,
+            Labels(key="seat", tags=tags, sources=("m-1",)).model_dump_json(exclude_defaults=True),
+        )
 
-    relabel = s.record(2, MemoryRelabeled(item_id=item_id, revision=2, kind="preference",
-                                          labels=labels("flights")))
-    save = s.record(3, MemoryRevised(item_id=item_id, revision=3, base_revision=2,
-                                     reason="corrected", content=seal(item_id, key, "Aisle."),
-                                     content_hash="h-aisle", content_length=6,
-                                     labels=labels("flights", "comfort")))
+    relabel = s.record(
+        2, MemoryRelabeled(item_id=item_id, revision=2, kind="preference", labels=labels("flights"))
+    )
+    save = s.record(
+        3,
+        MemoryRevised(
+            item_id=item_id,
+            revision=3,
+            base_revision=2,
+            reason="corrected",
+            content=seal(item_id, key, "Aisle."),
+            content_hash="h-aisle",
+            content_length=6,
+            labels=labels("flights", "comfort"),
+        ),
+    )
     await s.apply([relabel, save])
     row = await pool.fetchrow(
-        "SELECT kind, tags, sources, revision FROM memory.items WHERE item_id = $1", item_id)
+        "SELECT kind, tags, sources, revision FROM memory.items WHERE item_id = $1", item_id
+    )
     assert (row["kind"], row["tags"], row["sources"], row["revision"]) == (
-        "preference", ["flights", "comfort"], ["m-1"], 3)
+        "preference",
+        ["flights", "comfort"],
+        ["m-1"],
+        3,
+    )

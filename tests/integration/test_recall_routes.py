@@ -49,13 +49,15 @@ class Recall:
 
 @pytest.fixture
 async def recall(stack_settings: dict[str, str]) -> AsyncIterator[Recall]:
-    pool = await create_pool(with_user(stack_settings["DATABASE_URL"], "engram_recall"),
-                             max_size=4)
+    pool = await create_pool(with_user(stack_settings["DATABASE_URL"], "engram_recall"), max_size=4)
     app = FastAPI()
     install_problem_handlers(app)
     app.include_router(router)
     app.state.store, app.state.embedder, app.state.settings = (
-        RecallStore(pool), None, RecallSettings())
+        RecallStore(pool),
+        None,
+        RecallSettings(),
+    )
     app.state.verifier = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
     try:
         transport = httpx.ASGITransport(app=app)
@@ -79,12 +81,19 @@ async def record_changes(owner: asyncpg.Connection, org: str, scope: str, versio
             "INSERT INTO memory.audit (stream_id, seq, event_id, type, item_id, org, scope, "
             "revision, actor, command_id, occurred_at) "
             "VALUES ($1, $2, $3, 'MemoryRemembered', $4, $5, $6, 1, $7, $4, now())",
-            f"{org}/{scope}", seq, uuid.uuid4().hex, f"item-{seq}", org, scope,
-            json.dumps({"org": org, "member": "ana"}))
+            f"{org}/{scope}",
+            seq,
+            uuid.uuid4().hex,
+            f"item-{seq}",
+            org,
+            scope,
+            json.dumps({"org": org, "member": "ana"}),
+        )
 
 
 async def test_a_change_log_answers_a_version_the_scope_has(
-        recall: Recall, owner: asyncpg.Connection) -> None:
+    recall: Recall, owner: asyncpg.Connection
+) -> None:
     await record_changes(owner, recall.org, "member:ana", 3)
     await record_changes(owner, recall.org, "shared", 2)
 
@@ -103,9 +112,17 @@ async def test_a_change_log_answers_a_version_the_scope_has(
 async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall) -> None:
     first = await recall.put_policy({"max_items": 5, "keep_revisions": 3}, "admin")
     assert first.status_code == 200, first.text
-    defaults = {"policy": "hybrid", "max_chars": None, "session_use": True,
-                "session_generate": True, "max_candidates_per_run": 3, "agent_memory": True,
-                "max_memories_per_scope": None, "memory": True, "learning": "suggest"}
+    defaults = {
+        "policy": "hybrid",
+        "max_chars": None,
+        "session_use": True,
+        "session_generate": True,
+        "max_candidates_per_run": 3,
+        "agent_memory": True,
+        "max_memories_per_scope": None,
+        "memory": True,
+        "learning": "suggest",
+    }
     assert first.json() == {**defaults, "max_items": 5, "keep_revisions": 3}
     learning = await recall.put_policy({"learning": "apply"}, "admin")
     assert learning.json() == {**first.json(), "learning": "apply"}
@@ -127,63 +144,85 @@ async def test_a_policy_put_sets_what_it_names_and_keeps_the_rest(recall: Recall
     assert read.json() == expected
 
     # Null clears only what may be empty; members still cannot set it.
-    for body in ({"policy": None}, {"session_use": None}, {"agent_memory": None},
-                 {"learning": None}):
+    for body in (
+        {"policy": None},
+        {"session_use": None},
+        {"agent_memory": None},
+        {"learning": None},
+    ):
         refused = await recall.put_policy(body, "admin")
         assert refused.status_code == 422, body
     denied = await recall.put_policy({"max_items": 1})
     assert (denied.status_code, denied.json()["code"]) == (403, "forbidden")
     # Two admins setting different fields at once both keep theirs.
-    await asyncio.gather(recall.put_policy({"max_chars": 900}, "admin"),
-                         recall.put_policy({"agent_memory": False}, "admin"))
+    await asyncio.gather(
+        recall.put_policy({"max_chars": 900}, "admin"),
+        recall.put_policy({"agent_memory": False}, "admin"),
+    )
     read = await recall.http.get("/v1/policy", headers=recall.headers())
     assert read.json() == {**expected, "max_chars": 900, "agent_memory": False}
 
 
 async def test_a_context_keeps_the_query_ids_revisions_and_why_never_text(
-        recall: Recall, owner: asyncpg.Connection) -> None:
-    item = await insert_item(owner, recall.org, "member:ana", "The locker code is 4711.",
-                             prefix="ctx")
-    await owner.execute("UPDATE memory.items SET pinned = true, title = 'Locker code' "
-                        "WHERE item_id = $1", item)
-    r = await recall.http.post("/v1/recall", headers=recall.headers(),
-                               json={"query": "what opens the locker?", "run_id": "run-7"})
+    recall: Recall, owner: asyncpg.Connection
+) -> None:
+    item = await insert_item(
+        owner, recall.org, "member:ana", "The locker code is 4711.", prefix="ctx"
+    )
+    await owner.execute(
+        "UPDATE memory.items SET pinned = true, title = 'Locker code' WHERE item_id = $1", item
+    )
+    r = await recall.http.post(
+        "/v1/recall",
+        headers=recall.headers(),
+        json={"query": "what opens the locker?", "run_id": "run-7"},
+    )
     assert r.status_code == 200, r.text
     context_id = r.json()["context_id"]
 
-    row = await owner.fetchrow("SELECT * FROM recall.memory_contexts WHERE context_id = $1",
-                               uuid.UUID(context_id))
-    assert row is not None and (row["query"], row["run_id"]) == ("what opens the locker?",
-                                                                 "run-7")
+    row = await owner.fetchrow(
+        "SELECT * FROM recall.memory_contexts WHERE context_id = $1", uuid.UUID(context_id)
+    )
+    assert row is not None and (row["query"], row["run_id"]) == ("what opens the locker?", "run-7")
     assert json.loads(row["entries"]) == [
-        {"item_id": item, "revision": 1, "why": ["pinned", "full_text#1"]}]
+        {"item_id": item, "revision": 1, "why": ["pinned", "full_text#1"]}
+    ]
     kept = " ".join(str(v) for v in dict(row).values())
     assert "4711" not in kept and "Locker code" not in kept
 
-    await owner.execute("UPDATE memory.items SET status = 'forgotten', content = NULL, "
-                        "title = NULL WHERE item_id = $1", item)
+    await owner.execute(
+        "UPDATE memory.items SET status = 'forgotten', content = NULL, "
+        "title = NULL WHERE item_id = $1",
+        item,
+    )
     seen = (await recall.http.get(f"/v1/contexts/{context_id}", headers=recall.headers())).json()
     assert seen["query"] == "what opens the locker?"
     assert [(e["id"], e["state"], e["title"]) for e in seen["entries"]] == [
-        (item, "forgotten", None)]
+        (item, "forgotten", None)
+    ]
 
 
 async def test_a_context_read_without_the_memory_s_scope_shows_it_unavailable(
-        recall: Recall, owner: asyncpg.Connection) -> None:
+    recall: Recall, owner: asyncpg.Connection
+) -> None:
     """QA: the member's context of an agent's run, read with the member's own token, said
     the agent's memory was forgotten; it is only out of that token's sight."""
-    item = await insert_item(owner, recall.org, "agent:bot", "The bot restarts at dawn.",
-                             prefix="ctx-agent")
+    item = await insert_item(
+        owner, recall.org, "agent:bot", "The bot restarts at dawn.", prefix="ctx-agent"
+    )
     await owner.execute("UPDATE memory.items SET title = 'Restart' WHERE item_id = $1", item)
-    agent = {"Authorization": "Bearer " + mint_token(SECRET, org=recall.org, member="ana",
-                                                     agent="bot")}
-    r = await recall.http.post("/v1/recall", headers=agent,
-                               json={"query": "when does the bot restart?"})
+    agent = {
+        "Authorization": "Bearer " + mint_token(SECRET, org=recall.org, member="ana", agent="bot")
+    }
+    r = await recall.http.post(
+        "/v1/recall", headers=agent, json={"query": "when does the bot restart?"}
+    )
     assert r.status_code == 200, r.text
     path = f"/v1/contexts/{r.json()['context_id']}"
 
     as_agent = (await recall.http.get(path, headers=agent)).json()
     as_member = (await recall.http.get(path, headers=recall.headers())).json()
     assert [(e["state"], e["title"]) for e in as_agent["entries"]] == [("unchanged", "Restart")]
-    assert [(e["id"], e["state"], e["current_revision"], e["title"])
-            for e in as_member["entries"]] == [(item, "unavailable", None, None)]
+    assert [
+        (e["id"], e["state"], e["current_revision"], e["title"]) for e in as_member["entries"]
+    ] == [(item, "unavailable", None, None)]

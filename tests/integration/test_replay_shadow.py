@@ -23,8 +23,9 @@ async def test_only_a_replays_own_shadow_is_dropped(stack_settings: dict[str, st
         await owner.execute(f'CREATE DATABASE "{theirs}"')
         with pytest.raises(ShadowError, match="no replay made it"):
             await recreate_database(live, theirs)
-        assert await owner.fetchval("SELECT count(*) FROM pg_database WHERE datname = $1",
-                                    theirs) == 1  # still there
+        assert (
+            await owner.fetchval("SELECT count(*) FROM pg_database WHERE datname = $1", theirs) == 1
+        )  # still there
         live_name = await owner.fetchval("SELECT current_database()")
         with pytest.raises(ShadowError, match="no replay made it"):
             await recreate_database(live, live_name)

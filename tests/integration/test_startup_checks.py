@@ -19,9 +19,10 @@ ENGRAM = Path(sys.executable).parent / "engram"
 
 
 async def test_a_stack_that_answers_passes(stack_settings: dict[str, str]) -> None:
-    assert await unreachable(
-        stack_settings["DATABASE_URL"], stack_settings["KAFKA_BOOTSTRAP_SERVERS"]
-    ) is None
+    assert (
+        await unreachable(stack_settings["DATABASE_URL"], stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
+        is None
+    )
 
 
 async def test_each_part_that_does_not_answer_is_named(
@@ -37,7 +38,8 @@ async def test_each_part_that_does_not_answer_is_named(
     problem = await unreachable(database, f"127.0.0.1:{unused_port}")
     assert problem is not None
     assert problem.startswith(
-        f"cannot reach Kafka (KAFKA_BOOTSTRAP_SERVERS): 127.0.0.1:{unused_port}:")
+        f"cannot reach Kafka (KAFKA_BOOTSTRAP_SERVERS): 127.0.0.1:{unused_port}:"
+    )
 
     problem = await unreachable(with_user(database, "no_such_role"), None)
     assert problem is not None
@@ -54,8 +56,14 @@ def test_a_service_without_its_database_refuses_to_start_in_one_line(
         "ENGRAM_STATE_DIR": str(tmp_path),
         f"ENGRAM_{service.upper()}_PORT": str(unused_port),
     }
-    out = subprocess.run([sys.executable, "-m", f"services.{service}"], env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", f"services.{service}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 1
     lines = (out.stdout + out.stderr).strip().splitlines()
     assert len(lines) == 1, lines
@@ -66,8 +74,14 @@ def test_a_service_without_its_database_refuses_to_start_in_one_line(
 
 def test_a_bad_setting_refuses_the_start_by_name(unused_port: int, tmp_path: Path) -> None:
     env = {**os.environ, "ENGRAM_COMMAND_MAX_BATCH": "many", "ENGRAM_STATE_DIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "services.command"], env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "services.command"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 1
     assert "Traceback" not in out.stdout + out.stderr
     # One JSON line, as every refusal (QA: refused before the app set logging up, it was
@@ -76,17 +90,23 @@ def test_a_bad_setting_refuses_the_start_by_name(unused_port: int, tmp_path: Pat
     logged = json.loads(line)
     assert (logged["event"], logged["service"]) == ("startup_refused", "command")
     assert logged["error"].startswith(
-        "invalid settings: ENGRAM_COMMAND_MAX_BATCH: Input should be a valid integer")
+        "invalid settings: ENGRAM_COMMAND_MAX_BATCH: Input should be a valid integer"
+    )
 
 
 @pytest.mark.parametrize("command", [["setup"], ["replay"], ["reindex"]])
 def test_a_cli_command_without_its_database_says_so_in_one_line(
     command: list[str], unused_port: int, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{unused_port}/engram",
-           "ENGRAM_STATE_DIR": str(tmp_path), "COLUMNS": "400"}
-    out = subprocess.run([str(ENGRAM), *command], env=env, capture_output=True, text=True,
-                         timeout=60, check=False)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{unused_port}/engram",
+        "ENGRAM_STATE_DIR": str(tmp_path),
+        "COLUMNS": "400",
+    }
+    out = subprocess.run(
+        [str(ENGRAM), *command], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.returncode == 1
     assert out.stdout == ""
     assert out.stderr.startswith(f"error: cannot reach PostgreSQL at 127.0.0.1:{unused_port}")

@@ -27,7 +27,8 @@ async def test_set_up_restores_a_topics_settings(stack_settings: dict[str, str])
         # As an older version made it: a week's retention and the broker's segment age.
         older = {"retention.ms": spec.config()["retention.ms"], "cleanup.policy": "delete"}
         await admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, older)])
+            [ConfigResource(ConfigResourceType.TOPIC, topics.COMMANDS, older)]
+        )
         old = (await topic_configs(admin, [topics.COMMANDS]))[topics.COMMANDS]
         assert old["segment.ms"] != str(topics.PRUNED_SEGMENT_MS)
         assert old["message.timestamp.type"] == "CreateTime"
@@ -55,8 +56,12 @@ async def test_the_broker_stamps_each_command_as_it_appends_it(
         before = time.time()
         # A roll marker: a record every writer of the topic commits and otherwise ignores.
         sent = await producer.send_and_wait(
-            topics.COMMANDS, b"", partition=0, timestamp_ms=int((before - 86_400) * 1000),
-            headers=[(topics.ROLL_MARKER_HEADER, b"1")])
+            topics.COMMANDS,
+            b"",
+            partition=0,
+            timestamp_ms=int((before - 86_400) * 1000),
+            headers=[(topics.ROLL_MARKER_HEADER, b"1")],
+        )
     finally:
         await producer.stop()
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)

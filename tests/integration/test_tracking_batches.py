@@ -199,10 +199,16 @@ async def test_a_record_postgres_cannot_store_is_dead_lettered_and_the_rest_appl
         stored.extend(r.value or b"" for r in records)
 
     async with topic_and_offsets(bootstrap, pool) as (topic, offsets):
-        follower = TrackedFollower(bootstrap=bootstrap, topic=topic,
-                                   group_id=f"unstorable-{uuid.uuid4().hex[:8]}", pool=pool,
-                                   offsets_table=offsets, service="test", handle=handle,
-                                   gather_ms=1000)
+        follower = TrackedFollower(
+            bootstrap=bootstrap,
+            topic=topic,
+            group_id=f"unstorable-{uuid.uuid4().hex[:8]}",
+            pool=pool,
+            offsets_table=offsets,
+            service="test",
+            handle=handle,
+            gather_ms=1000,
+        )
 
         async def dead_letter(record: Record, error: str) -> None:
             letters.append((record.value or b"", error))
@@ -218,8 +224,11 @@ async def test_a_record_postgres_cannot_store_is_dead_lettered_and_the_rest_appl
             await producer.stop()
         task = asyncio.create_task(follower.run())
         try:
-            await eventually(lambda: asyncio.sleep(0, result=len(stored) == 3 or None),
-                             deadline=30, what="the storable records applied")
+            await eventually(
+                lambda: asyncio.sleep(0, result=len(stored) == 3 or None),
+                deadline=30,
+                what="the storable records applied",
+            )
             assert stored == [b"1", b"2", b"4"] and not task.done()
             assert [v for v, _ in letters] == [b"99999999999"]
             assert "not storable" in letters[0][1]
@@ -244,8 +253,9 @@ async def test_a_fault_of_the_moment_is_outlived_from_the_stored_offsets(
     held, release = asyncio.Event(), asyncio.Event()
     rows = f"public.{name.replace('-', '_')}_rows"
     await pool.execute(f"CREATE TABLE {rows} (value text PRIMARY KEY)")
-    own = await create_pool(stack_settings["DATABASE_URL"], max_size=2,
-                            settings={"application_name": name})
+    own = await create_pool(
+        stack_settings["DATABASE_URL"], max_size=2, settings={"application_name": name}
+    )
 
     async def handle(conn: asyncpg.Connection, records: list[Record]) -> None:
         for record in records:
@@ -253,28 +263,41 @@ async def test_a_fault_of_the_moment_is_outlived_from_the_stored_offsets(
                 held.set()
                 await release.wait()
             seen.append(record.value or b"")
-            await conn.execute(f"INSERT INTO {rows} VALUES ($1) ON CONFLICT DO NOTHING",
-                               (record.value or b"").decode())
+            await conn.execute(
+                f"INSERT INTO {rows} VALUES ($1) ON CONFLICT DO NOTHING",
+                (record.value or b"").decode(),
+            )
 
     try:
         async with topic_and_offsets(bootstrap, pool) as (topic, offsets):
-            follower = TrackedFollower(bootstrap=bootstrap, topic=topic, group_id=name,
-                                       pool=own, offsets_table=offsets, service="test",
-                                       handle=handle)
+            follower = TrackedFollower(
+                bootstrap=bootstrap,
+                topic=topic,
+                group_id=name,
+                pool=own,
+                offsets_table=offsets,
+                service="test",
+                handle=handle,
+            )
             task = asyncio.create_task(follower.run())
             producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
             await producer.start()
             try:
                 for value in (b"1", b"2"):
                     await producer.send_and_wait(topic, value)
-                await eventually(lambda: asyncio.sleep(0, result=follower.applied == 2 or None),
-                                 deadline=30, what="the first records applied")
+                await eventually(
+                    lambda: asyncio.sleep(0, result=follower.applied == 2 or None),
+                    deadline=30,
+                    what="the first records applied",
+                )
                 await producer.send_and_wait(topic, b"hold")
                 await asyncio.wait_for(held.wait(), 30)
                 await pool.execute(f"UPDATE {offsets} SET next_offset = 1")  # "2" was lost
                 cut = await pool.fetchval(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE application_name = $1", name)
+                    "WHERE application_name = $1",
+                    name,
+                )
                 assert cut >= 1
                 release.set()
                 await producer.send_and_wait(topic, b"4")

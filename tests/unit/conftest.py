@@ -38,20 +38,36 @@ def labels_of(event: MemoryRemembered | MemoryRevised | MemoryRelabeled) -> Labe
     return Labels.model_validate_json(unseal(event.labels)) if event.labels else Labels()
 
 
-def make_context(scope: str = "member:ana", is_agent: bool = False,
-                 is_admin: bool = False, targets: frozenset[str] = frozenset(),
-                 member: str = "ana", now: datetime | None = None,
-                 keep_revisions: int | None = None, fork_of: str | None = None,
-                 max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN) -> Context:
+def make_context(
+    scope: str = "member:ana",
+    is_agent: bool = False,
+    is_admin: bool = False,
+    targets: frozenset[str] = frozenset(),
+    member: str = "ana",
+    now: datetime | None = None,
+    keep_revisions: int | None = None,
+    fork_of: str | None = None,
+    max_candidates_per_run: int | None = MAX_CANDIDATES_PER_RUN,
+) -> Context:
     counter = itertools.count(1)
     prefix = next(_ids)
-    return Context(scope=scope, is_agent=is_agent, now=now or datetime(2026, 1, 1, tzinfo=UTC),
-                   new_item_id=lambda: f"item-{prefix}-{next(counter)}", seal=plain_seal,
-                   open=unseal, content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
-                   key_hash=lambda key: f"k:{key}", source_hash=lambda source: f"s:{source}",
-                   is_admin=is_admin, targets=targets, member=member,
-                   keep_revisions=keep_revisions, fork_of=fork_of,
-                   max_candidates_per_run=max_candidates_per_run)
+    return Context(
+        scope=scope,
+        is_agent=is_agent,
+        now=now or datetime(2026, 1, 1, tzinfo=UTC),
+        new_item_id=lambda: f"item-{prefix}-{next(counter)}",
+        seal=plain_seal,
+        open=unseal,
+        content_hash=lambda text: f"h:{' '.join(text.lower().split())}",
+        key_hash=lambda key: f"k:{key}",
+        source_hash=lambda source: f"s:{source}",
+        is_admin=is_admin,
+        targets=targets,
+        member=member,
+        keep_revisions=keep_revisions,
+        fork_of=fork_of,
+        max_candidates_per_run=max_candidates_per_run,
+    )
 
 
 def run(state: StreamState, cmd: c.Command, ctx: Context | None = None) -> list[Event]:

@@ -128,24 +128,21 @@ def test_a_request_can_only_choose_among_the_tokens_scopes() -> None:
     ],
 )
 def test_names_a_stream_id_is_made_of_are_checked(claims: dict[str, object], named: str) -> None:
-    token = jwt.encode(
-        {**claims, "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}, SECRET
-    )
+    token = jwt.encode({**claims, "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}, SECRET)
     with pytest.raises(AuthError, match=f"the {named} claim|{named} must be a string"):
         TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET)).verify(token)
 
 
 def test_the_person_claim_is_the_member_in_person_in_the_agents_scope() -> None:
     verifier = TokenVerifier(settings(ENGRAM_JWT_SECRET=SECRET))
-    owner = verifier.verify(mint_token(SECRET, org="acme", member="ana", agent="bot",
-                                       person=True))
-    assert (owner.is_agent, owner.person, owner.stream("agent")) == (
-        False, True, "acme/agent:bot")
+    owner = verifier.verify(mint_token(SECRET, org="acme", member="ana", agent="bot", person=True))
+    assert (owner.is_agent, owner.person, owner.stream("agent")) == (False, True, "acme/agent:bot")
     assert verifier.verify(mint_token(SECRET, org="acme", member="ana", agent="bot")).is_agent
-    claims = {"sub": "ana", "org": "acme", "iss": ISSUER, "aud": AUDIENCE,
-              "exp": time.time() + 60}
-    for bad in ({**claims, "person": True},  # no agent to be in person for
-                {**claims, "agent": "bot", "person": "yes"}):
+    claims = {"sub": "ana", "org": "acme", "iss": ISSUER, "aud": AUDIENCE, "exp": time.time() + 60}
+    for bad in (
+        {**claims, "person": True},  # no agent to be in person for
+        {**claims, "agent": "bot", "person": "yes"},
+    ):
         with pytest.raises(AuthError, match="person claim"):
             verifier.verify(jwt.encode(bad, SECRET))
     assert verifier.holder(mint_token(SECRET, org="acme", member="ana", ttl_seconds=-10))

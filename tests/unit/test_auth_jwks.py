@@ -78,8 +78,13 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Endpoint, str]]:
 
 
 def token(key: Any, kid: str, member: str = "ana") -> str:
-    claims = {"sub": member, "org": "acme", "iss": ISSUER, "aud": AUDIENCE,
-              "exp": int(time.time()) + 60}
+    claims = {
+        "sub": member,
+        "org": "acme",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "exp": int(time.time()) + 60,
+    }
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
 
 

@@ -156,10 +156,13 @@ def test_rows_of_before_the_format_still_load() -> None:
     legacy = of_before(state)
     whole = loads(pickle.dumps(legacy))  # a row was the pickled state itself
     # Format 3's item rows: the plain key in the place of its hash, and no labels.
-    rows = [(*row[:5], f"key-{n}", *row[6:14])
-            for n, row in enumerate(map(_item_row, state.items.values()))]
+    rows = [
+        (*row[:5], f"key-{n}", *row[6:14])
+        for n, row in enumerate(map(_item_row, state.items.values()))
+    ]
     with_items = loads(  # then the state without items, and every item's row
-        pickle.dumps((2, replace(state, items={}), rows)))
+        pickle.dumps((2, replace(state, items={}), rows))
+    )
     format_3 = loads(pickle.dumps((3, replace(state, items={}))))
     for header, item_rows in ((whole, []), (with_items, []), (format_3, rows)):
         loaded = stream_of(header, item_rows, MASTER)
@@ -168,7 +171,7 @@ def test_rows_of_before_the_format_still_load() -> None:
         assert_same(loaded, state)  # the keys are hashed as the writer hashes them now
         assert loaded.active_by_key(MASTER.key_hash("acme", "key-1")) is not None
         assert loaded.stored is None  # its rows hold plain keys: the next checkpoint
-        stored = Stored()             # writes every item
+        stored = Stored()  # writes every item
         assert_same(reloaded(loaded, stored), state)
         assert stored.written == 2
         assert b"key-1" not in b"".join(r for _, r in stored.items.values())
@@ -184,8 +187,7 @@ class Gadget:
 def test_a_row_that_names_another_class_is_refused_before_anything_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for forged in (pickle.dumps(Gadget()), pickle.dumps((4, [Gadget()])),
-                   pickle.dumps(os.system)):
+    for forged in (pickle.dumps(Gadget()), pickle.dumps((4, [Gadget()])), pickle.dumps(os.system)):
         with pytest.raises(UnsafeRow, match=r"names (builtins\.print|posix\.system)"):
             loads(forged)
     assert capsys.readouterr().out == ""

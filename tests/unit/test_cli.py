@@ -57,12 +57,17 @@ def test_status_exits_0_healthy_1_unhealthy_3_not_running(
 
 
 def test_infra_only_is_a_healthy_dev_stack_when_the_services_are_not_expected() -> None:
-    parts = [part("kafka"), part("postgres"), *(part(n, running=False, healthy=False)
-                                                for n in STACK[2:])]
+    parts = [
+        part("kafka"),
+        part("postgres"),
+        *(part(n, running=False, healthy=False) for n in STACK[2:]),
+    ]
     assert stack.status_code(parts, services_expected=False) == 0
     assert stack.status_code(parts) == 3
-    assert stack.status_code([part("kafka", False, False), part("postgres")],
-                             services_expected=False) == 3
+    assert (
+        stack.status_code([part("kafka", False, False), part("postgres")], services_expected=False)
+        == 3
+    )
 
 
 @pytest.mark.parametrize(
@@ -89,9 +94,7 @@ def test_token_refuses_an_empty_name_a_slash_in_the_org_and_a_ttl_under_1(
     assert said in " ".join(result.output.replace("│", " ").split())
 
 
-def test_token_mints_what_it_is_asked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_token_mints_what_it_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_STATE_DIR", str(tmp_path))
     result = CliRunner().invoke(app, ["token", "--org", "acme", "--member", "bob", "--ttl", "60"])
     assert result.exit_code == 0, result.output

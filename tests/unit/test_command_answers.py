@@ -73,7 +73,6 @@ def test_the_same_command_id_names_another_item_in_another_stream() -> None:
     assert eve.first_answer("k7") == eve.results["k7"] != ana.results["k7"]
 
 
-
 def test_a_repeat_gets_the_first_answer_with_its_version_and_receipt() -> None:
     state = StreamState("acme/member:ana")
     ctx = make_context()
@@ -88,8 +87,9 @@ def test_a_repeat_gets_the_first_answer_with_its_version_and_receipt() -> None:
         return answer(cmd, state, command_id, events, ctx)
 
     def repeat(command_id: str, type_: str) -> dict[str, object]:
-        env = CommandEnvelope(command_id=command_id, type=type_, token="t",
-                              stream_id=state.stream_id, payload={})
+        env = CommandEnvelope(
+            command_id=command_id, type=type_, token="t", stream_id=state.stream_id, payload={}
+        )
         first = state.first_answer(command_id)
         assert first is not None
         return repeated(env, first, same=True).result

@@ -13,22 +13,42 @@ from contracts.envelope import CommandReply, Rejection
 from services.command.adapters.batch import decode
 from services.command.answers import fitted, poisoned
 
-ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t",
-            "stream_id": "acme/member:ana", "payload": {"content": "x"}}
+ENVELOPE = {
+    "command_id": "cmd-00000001",
+    "type": "RememberMemory",
+    "token": "t",
+    "stream_id": "acme/member:ana",
+    "payload": {"content": "x"},
+}
 
 
-def record(value: bytes, headers: list[tuple[str, bytes]] | None = None,
-           ) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=7, timestamp=0,
-                          timestamp_type=1, key=b"acme/member:ana", value=value,
-                          checksum=None, serialized_key_size=15,
-                          serialized_value_size=len(value), headers=headers or [])
+def record(
+    value: bytes,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord(
+        topic=topics.COMMANDS,
+        partition=0,
+        offset=7,
+        timestamp=0,
+        timestamp_type=1,
+        key=b"acme/member:ana",
+        value=value,
+        checksum=None,
+        serialized_key_size=15,
+        serialized_value_size=len(value),
+        headers=headers or [],
+    )
 
 
 def test_a_record_nested_deeper_than_python_reads_is_poison_not_a_crash() -> None:
-    deep = ('{"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t", '
-            '"stream_id": "acme/member:ana", "payload": {"content": "x", "tags": '
-            + "[" * 100_000 + "]" * 100_000 + "}}").encode()
+    deep = (
+        '{"command_id": "cmd-00000001", "type": "RememberMemory", "token": "t", '
+        '"stream_id": "acme/member:ana", "payload": {"content": "x", "tags": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}}"
+    ).encode()
     decoded = decode(record(deep))
     assert decoded.envelope is None and decoded.poison is not None
     assert decoded.poison.startswith("undecodable command envelope")
@@ -76,13 +96,23 @@ def test_a_poison_with_thousands_of_errors_gets_a_reply_the_broker_takes() -> No
 
 
 def test_a_refusal_too_large_for_the_reply_topic_is_sent_without_its_details() -> None:
-    reply = CommandReply(command_id="cmd-00000001", ok=False, stream_id="acme/member:ana",
-                         rejection=Rejection(code="invalid", status=422, title="Invalid",
-                                             detail="bad", extra={"errors": ["e" * 400_000]}))
+    reply = CommandReply(
+        command_id="cmd-00000001",
+        ok=False,
+        stream_id="acme/member:ana",
+        rejection=Rejection(
+            code="invalid",
+            status=422,
+            title="Invalid",
+            detail="bad",
+            extra={"errors": ["e" * 400_000]},
+        ),
+    )
     sent = fitted(reply)
     assert len(sent) < 4_000
     body = json.loads(sent)
     assert body["rejection"]["extra"] == {} and "were left out" in body["rejection"]["detail"]
-    small = reply.model_copy(update={"rejection": reply.rejection and reply.rejection.model_copy(
-        update={"extra": {}})})
+    small = reply.model_copy(
+        update={"rejection": reply.rejection and reply.rejection.model_copy(update={"extra": {}})}
+    )
     assert fitted(small) == small.model_dump_json().encode()

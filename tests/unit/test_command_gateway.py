@@ -136,8 +136,9 @@ class _Replies:
 async def test_a_reply_that_is_not_the_writers_is_skipped_and_the_listener_goes_on() -> None:
     gateway = CommandGateway("127.0.0.1:1")
     forged = SimpleNamespace(key=b"cmd-0001", value=b'{"not": "a reply"}', partition=0, offset=1)
-    real = SimpleNamespace(key=b"cmd-0001", value=_reply("kafka").model_dump_json().encode(),
-                           partition=0, offset=2)
+    real = SimpleNamespace(
+        key=b"cmd-0001", value=_reply("kafka").model_dump_json().encode(), partition=0, offset=2
+    )
     gateway._consumer = _Replies([forged, real])  # type: ignore[assignment]
     answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
     gateway._waiting["cmd-0001"] = {"acme/member:ann": answer}

@@ -69,7 +69,11 @@ def test_a_body_names_what_the_route_takes_and_not_what_its_path_gives(
     assert "proposal_id" not in merge["properties"]
     forget = spec["paths"]["/v1/memories/{item_id}"]["delete"]
     assert [p["name"] for p in forget["parameters"]] == [
-        "item_id", "scope", "expected_version", "Idempotency-Key"]
+        "item_id",
+        "scope",
+        "expected_version",
+        "Idempotency-Key",
+    ]
     forget_body = forget["requestBody"]["content"]["application/json"]["schema"]
     assert {"scope", "expected_version", "reason"} <= set(forget_body["properties"])
     assert "extracted" not in remember["properties"]  # HTTP refuses it (QA)

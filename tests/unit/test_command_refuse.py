@@ -35,8 +35,13 @@ from services.command.state import StreamState
 SECRET = "s" * 32
 VERIFIER = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
 ANA = mint_token(SECRET, org="acme", member="ana")
-ENVELOPE = {"command_id": "cmd-00000001", "type": "RememberMemory", "token": ANA,
-            "stream_id": "acme/member:ana", "payload": {"content": "x"}}
+ENVELOPE = {
+    "command_id": "cmd-00000001",
+    "type": "RememberMemory",
+    "token": ANA,
+    "stream_id": "acme/member:ana",
+    "payload": {"content": "x"},
+}
 
 
 class Producer:
@@ -52,8 +57,9 @@ class Producer:
         yield
         self.committed += 1
 
-    async def send(self, topic: str, value: bytes, key: bytes | None = None,
-                   partition: int | None = None) -> None:
+    async def send(
+        self, topic: str, value: bytes, key: bytes | None = None, partition: int | None = None
+    ) -> None:
         self.sent.append((topic, value))
 
     async def send_offsets_to_transaction(self, offsets: dict[Any, int], group: str) -> None:
@@ -62,18 +68,35 @@ class Producer:
 
 def writer() -> tuple[PartitionWriter, Producer]:
     keys = SimpleNamespace(master=MasterKey(bytes(32)))  # nothing here opens or makes a key
-    w = PartitionWriter(0, "127.0.0.1:9", "test", keys, VERIFIER, None,  # type: ignore[arg-type]
-                        partitions=1, reply_partitions=1)
+    w = PartitionWriter(
+        0,
+        "127.0.0.1:9",
+        "test",
+        keys,
+        VERIFIER,
+        None,  # type: ignore[arg-type]
+        partitions=1,
+        reply_partitions=1,
+    )
     producer = Producer()
     w._out.producer = producer  # the writer's transactions and sends all go through it
     return w, producer
 
 
 def record(value: bytes, timestamp: int = 0) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=41, timestamp=timestamp,
-                          timestamp_type=1, key=b"acme/member:ana", value=value,
-                          checksum=None, serialized_key_size=15,
-                          serialized_value_size=len(value), headers=[])
+    return ConsumerRecord(
+        topic=topics.COMMANDS,
+        partition=0,
+        offset=41,
+        timestamp=timestamp,
+        timestamp_type=1,
+        key=b"acme/member:ana",
+        value=value,
+        checksum=None,
+        serialized_key_size=15,
+        serialized_value_size=len(value),
+        headers=[],
+    )
 
 
 async def test_a_record_is_dead_lettered_answered_and_consumed_in_one_transaction() -> None:
@@ -89,19 +112,24 @@ async def test_a_record_is_dead_lettered_answered_and_consumed_in_one_transactio
     assert cleanup.discard == [new_item_id("acme/member:ana", "cmd-00000001")]
 
 
-@pytest.mark.parametrize("token", [
-    "not-a-token",
-    mint_token("another secret, not the service's", org="acme", member="ana"),
-    mint_token(SECRET, org="acme", member="bob"),  # a caller, of another stream
-    mint_token(SECRET, org="other", member="ana"),
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "not-a-token",
+        mint_token("another secret, not the service's", org="acme", member="ana"),
+        mint_token(SECRET, org="acme", member="bob"),  # a caller, of another stream
+        mint_token(SECRET, org="other", member="ana"),
+    ],
+)
 async def test_a_refusal_goes_only_to_a_caller_its_token_shows(token: str) -> None:
     """QA (Kafka): any producer could put a rejection under another caller's command id,
     with a made-up token or none: a caller that takes the first reply for its id took it
     for its answer. A refusal is answered only to a token signed for the stream (an
     expired one too); any other is dead-lettered, unanswered."""
-    for value in ({**ENVELOPE, "token": token}, {"command_id": "cmd-00000001",
-                                                 "stream_id": "acme/member:ana", "token": token}):
+    for value in (
+        {**ENVELOPE, "token": token},
+        {"command_id": "cmd-00000001", "stream_id": "acme/member:ana", "token": token},
+    ):
         w, producer = writer()
         decoded = decode(record(json.dumps(value).encode()))
         await w._handle(decoded, {}, Lookups(), Cleanup())
@@ -111,8 +139,9 @@ async def test_a_refusal_goes_only_to_a_caller_its_token_shows(token: str) -> No
     assert [topic for topic, _ in producer.sent] == [topics.dead_letter_topic("command")]
     expired = mint_token(SECRET, org="acme", member="ana", ttl_seconds=-60)
     w, producer = writer()
-    appended = record(json.dumps({**ENVELOPE, "token": expired}).encode(),
-                      timestamp=int(time.time() * 1000))  # after the token expired
+    appended = record(
+        json.dumps({**ENVELOPE, "token": expired}).encode(), timestamp=int(time.time() * 1000)
+    )  # after the token expired
     await w._handle(decode(appended), {}, Lookups(), Cleanup())
     assert [topic for topic, _ in producer.sent] == [topics.REPLIES]
     assert json.loads(producer.sent[0][1])["rejection"]["code"] == "unauthenticated"
@@ -134,10 +163,12 @@ async def test_a_handed_over_command_fails_so_its_gateway_publishes_it() -> None
     assert producer.sent == [] and producer.committed == 0
 
 
-@pytest.mark.parametrize(("fault", "fails"), [(ValueError("a bug"), False),
-                                              (OSError("connection reset"), True)])
+@pytest.mark.parametrize(
+    ("fault", "fails"), [(ValueError("a bug"), False), (OSError("connection reset"), True)]
+)
 async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alone(
-        fault: Exception, fails: bool) -> None:
+    fault: Exception, fails: bool
+) -> None:
     """A fault of the moment fails them (their gateway publishes them, the batch is read
     again); a fault of the batch's own leaves them to the worker, which decides each
     alone and answers it (QA: they were published again too, and answered as repeats)."""
@@ -153,21 +184,27 @@ async def test_a_batchs_own_fault_leaves_handed_over_commands_to_be_decided_alon
     assert answer.done() is fails
 
 
-@pytest.mark.parametrize(("fault", "transient"), [
-    (KafkaConnectionError(), True),
-    (MessageSizeTooLargeError(), False),  # too large again, for good: the command's own
-    (OSError("reset"), True),
-    (asyncpg.CannotConnectNowError("the database system is starting up"), True),
-    (asyncpg.AdminShutdownError("terminating connection"), True),
-    (asyncpg.DeadlockDetectedError("deadlock"), True),
-    (asyncpg.UniqueViolationError("duplicate key"), False),
-    (ValueError("surrogates not allowed"), False),
-    # Chaos QA: asyncpg's protocol after its connection was cut under an operation.
-    (InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
-     True),
-])
+@pytest.mark.parametrize(
+    ("fault", "transient"),
+    [
+        (KafkaConnectionError(), True),
+        (MessageSizeTooLargeError(), False),  # too large again, for good: the command's own
+        (OSError("reset"), True),
+        (asyncpg.CannotConnectNowError("the database system is starting up"), True),
+        (asyncpg.AdminShutdownError("terminating connection"), True),
+        (asyncpg.DeadlockDetectedError("deadlock"), True),
+        (asyncpg.UniqueViolationError("duplicate key"), False),
+        (ValueError("surrogates not allowed"), False),
+        # Chaos QA: asyncpg's protocol after its connection was cut under an operation.
+        (
+            InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
+            True,
+        ),
+    ],
+)
 def test_a_fault_of_the_moment_is_told_from_a_commands_own(
-        fault: Exception, transient: bool) -> None:
+    fault: Exception, transient: bool
+) -> None:
     """QA: a Postgres restart (57P01, 57P03) counted as a command's own fault, and a valid
     command was refused; a reply too large for the broker counted as the moment's, and its
     partition retried it for good."""
@@ -176,9 +213,13 @@ def test_a_fault_of_the_moment_is_told_from_a_commands_own(
 
 def test_a_clears_answer_keeps_its_first_thousand_and_counts_the_rest() -> None:
     erased = [{"item_id": f"{n:036}", "revisions": 3} for n in range(12_000)]
-    reply = CommandReply(command_id="cmd-00000001", ok=True, stream_id="acme/member:ana",
-                         result={"seq": 9, "receipt": {"erased": erased, "where": ["x"]}},
-                         events=[f"{n:036}" for n in range(12_000)])
+    reply = CommandReply(
+        command_id="cmd-00000001",
+        ok=True,
+        stream_id="acme/member:ana",
+        result={"seq": 9, "receipt": {"erased": erased, "where": ["x"]}},
+        events=[f"{n:036}" for n in range(12_000)],
+    )
     sent = fitted(reply)
     assert len(sent) <= MAX_REPLY_BYTES
     body = json.loads(sent)
@@ -204,10 +245,19 @@ async def test_a_checkpoint_that_fails_after_the_commit_does_not_fail_the_batch(
     w.streams.load = nothing  # type: ignore[assignment,method-assign]
     w._prepare_keys = nothing  # type: ignore[assignment,method-assign]
     w.streams.events_since_checkpoint = w.streams.checkpoint_every  # due now
-    marker = ConsumerRecord(topic=topics.COMMANDS, partition=0, offset=5, timestamp=0,
-                            timestamp_type=1, key=None, value=None, checksum=None,
-                            serialized_key_size=0, serialized_value_size=0,
-                            headers=[(topics.ROLL_MARKER_HEADER, b"1")])
+    marker = ConsumerRecord(
+        topic=topics.COMMANDS,
+        partition=0,
+        offset=5,
+        timestamp=0,
+        timestamp_type=1,
+        key=None,
+        value=None,
+        checksum=None,
+        serialized_key_size=0,
+        serialized_value_size=0,
+        headers=[(topics.ROLL_MARKER_HEADER, b"1")],
+    )
     await w.process([marker])
     assert producer.committed == 1 and [list(o.values()) for o in producer.offsets] == [[6]]
     assert w.streams.events_since_checkpoint == w.streams.checkpoint_every  # saved later
@@ -223,8 +273,16 @@ def test_an_agents_repeat_is_refused_while_its_orgs_memory_is_off() -> None:
 
     def reply(token: str, memory_on: bool) -> CommandReply:
         env = CommandEnvelope.model_validate({**ENVELOPE, "token": token})
-        return repeat_reply(verifier, Decoded(None, env), state, {}, (0, 1),
-                            MasterKey(bytes(32)), first, memory_on=memory_on)
+        return repeat_reply(
+            verifier,
+            Decoded(None, env),
+            state,
+            {},
+            (0, 1),
+            MasterKey(bytes(32)),
+            first,
+            memory_on=memory_on,
+        )
 
     agent = mint_token(secret, org="acme", member="ana", agent="bot")
     refused_reply = reply(agent, memory_on=False)

@@ -17,9 +17,15 @@ from tests.unit.conftest import make_context
 
 
 def header(stream: str, seq: int) -> EventHeader:
-    return EventHeader(event_id=f"e-{seq}", type="T", stream_id=stream, seq=seq,
-                       command_id=f"cmd-{seq}", occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
-                       actor=Actor(org="acme", member="ana"))
+    return EventHeader(
+        event_id=f"e-{seq}",
+        type="T",
+        stream_id=stream,
+        seq=seq,
+        command_id=f"cmd-{seq}",
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        actor=Actor(org="acme", member="ana"),
+    )
 
 
 def test_events_out_of_sequence_or_of_unknown_items_are_skipped() -> None:

@@ -40,23 +40,37 @@ from services.command.confirm import user_asked_to_save
         # Seed coverage audit: the content's words must come in the message's order, and
         # "everything" names nobody.
         ("Remember that Ana likes coffee, not tea", "Ana likes tea, not coffee", False, False),
-        ("Remember: the budget is 1500 EUR, the deadline is 2000 days away",
-         "The budget is 2000 EUR", False, False),
-        ("Remember: the budget is 1500 EUR, the deadline is 2000 days away",
-         "Budget 1500 EUR", False, True),
-        ("Please save that my cat, a tabby, is called Miso", "My cat is called Miso", False,
-         True),
-        ("Remember everything I said: the offsite is in Porto", "the offsite is in Porto",
-         True, False),
-        ("Remember for everyone: the offsite is in Porto", "the offsite is in Porto", True,
-         True),
+        (
+            "Remember: the budget is 1500 EUR, the deadline is 2000 days away",
+            "The budget is 2000 EUR",
+            False,
+            False,
+        ),
+        (
+            "Remember: the budget is 1500 EUR, the deadline is 2000 days away",
+            "Budget 1500 EUR",
+            False,
+            True,
+        ),
+        ("Please save that my cat, a tabby, is called Miso", "My cat is called Miso", False, True),
+        (
+            "Remember everything I said: the offsite is in Porto",
+            "the offsite is in Porto",
+            True,
+            False,
+        ),
+        ("Remember for everyone: the offsite is in Porto", "the offsite is in Porto", True, True),
         # QA: a number cut short, a word inside another, a negation or another fact's
         # number between the content's words.
         ("Remember the budget is 1500", "The budget is 150", False, False),
         ("remember that banana likes teapots", "Ana likes tea", False, False),
         ("Remember that the user is not vegan.", "The user is vegan.", False, False),
-        ("Remember: the flight is at 10, the hotel is at 12.", "The flight is at 12.", False,
-         False),
+        (
+            "Remember: the flight is at 10, the hotel is at 12.",
+            "The flight is at 12.",
+            False,
+            False,
+        ),
         ("Tea or coffee? Remember: tea at four.", "Tea at four", False, True),
         ("Remember that Ana isnt vegan", "Ana is vegan", False, False),
         ("Remember that Ana wasnt ever vegan", "Ana was vegan", False, False),
@@ -70,12 +84,21 @@ def test_who_may_confirm(message: str | None, content: str, shared: bool, expect
 @pytest.mark.parametrize(
     ("message", "content", "shared"),
     [  # A seed coverage audit: each was a confirmed fact, saying what the message did not.
-        ("Keep in mind, the user wants light mode. Dark mode is bad.",
-         "The user wants dark mode.", False),
-        ("Remember for everyone: Ana rejected the plan and Bob approved the budget.",
-         "Ana approved the budget.", True),
-        ("Keep all teammates posted: the deploy freeze is rumored to be lifted, unconfirmed.",
-         "The deploy freeze is lifted.", True),
+        (
+            "Keep in mind, the user wants light mode. Dark mode is bad.",
+            "The user wants dark mode.",
+            False,
+        ),
+        (
+            "Remember for everyone: Ana rejected the plan and Bob approved the budget.",
+            "Ana approved the budget.",
+            True,
+        ),
+        (
+            "Keep all teammates posted: the deploy freeze is rumored to be lifted, unconfirmed.",
+            "The deploy freeze is lifted.",
+            True,
+        ),
         ("Remember that Ana likes Carol and Bob hates her.", "Ana likes Bob.", False),
         ("Remember Ana is hardly allergic to peanuts.", "Ana is allergic to peanuts.", False),
         ("Remember that Ana, not Bob, likes tea.", "Ana likes tea.", False),
@@ -83,7 +106,8 @@ def test_who_may_confirm(message: str | None, content: str, shared: bool, expect
     ],
 )
 def test_the_content_must_be_in_one_sentence_of_the_message(
-        message: str, content: str, shared: bool) -> None:
+    message: str, content: str, shared: bool
+) -> None:
     assert user_asked_to_save(message, content, shared=shared) is False
 
 
@@ -97,7 +121,8 @@ def test_the_content_must_be_in_one_sentence_of_the_message(
     ],
 )
 def test_the_content_in_a_sentence_or_past_an_aside_is_confirmed(
-        message: str, content: str) -> None:
+    message: str, content: str
+) -> None:
     assert user_asked_to_save(message, content, shared=False) is True
 
 
@@ -106,8 +131,10 @@ def test_the_content_in_a_sentence_or_past_an_aside_is_confirmed(
     [  # QA, over the one-sentence rule: each was confirmed, saying what the message did not.
         ("Remember for everyone: Bob, not Ana, approved the budget.", "Ana approved the budget"),
         ("Remember for everyone that the user, unlike Bob, is vegan.", "Bob is vegan"),
-        ("Remember for everyone: Ana approved. The budget is still open.",
-         "Ana approved the budget"),
+        (
+            "Remember for everyone: Ana approved. The budget is still open.",
+            "Ana approved the budget",
+        ),
         ("Remember for everyone that Ana likes, I mean hates, coffee.", "Ana likes coffee"),
         ("Remember for everyone except Ana is vegan.", "Ana is vegan"),
         ("Remember to ask whether Ana is vegan.", "Ana is vegan"),
@@ -128,8 +155,10 @@ def test_a_denied_asked_or_turned_content_is_not_confirmed(message: str, content
     ("message", "content"),
     [  # QA: ordinary phrasings the one-sentence rule had made candidates.
         ("Remember that Ana really likes green tea.", "Ana likes green tea"),
-        ("Please remember the user usually prefers short answers.",
-         "The user prefers short answers"),
+        (
+            "Please remember the user usually prefers short answers.",
+            "The user prefers short answers",
+        ),
         ("Remember Ana is strictly vegan.", "Ana is vegan"),
         ("Remember that Dr. Smith is the dentist.", "Dr. Smith is the dentist"),
         ("Remember: Ana, who leads our design team, prefers Figma.", "Ana prefers Figma"),
@@ -137,8 +166,10 @@ def test_a_denied_asked_or_turned_content_is_not_confirmed(message: str, content
         ("Remember: Ana (our designer) prefers Figma.", "Ana prefers Figma"),
         ("Remember that Ana likes tea, not coffee.", "Ana likes tea"),
         ("Remember: Ana likes tea. Bob likes coffee.", "Ana likes tea. Bob likes coffee."),
-        ("Remember that the meeting is at 10:30 a.m. on Monday.",
-         "The meeting is at 10:30 a.m. on Monday"),
+        (
+            "Remember that the meeting is at 10:30 a.m. on Monday.",
+            "The meeting is at 10:30 a.m. on Monday",
+        ),
     ],
 )
 def test_ordinary_phrasings_of_the_content_are_confirmed(message: str, content: str) -> None:
@@ -185,7 +216,8 @@ def test_ordinary_phrasings_of_the_content_are_confirmed(message: str, content: 
     ],
 )
 def test_a_content_the_message_denies_hedges_or_takes_back_is_not_confirmed(
-        message: str, content: str) -> None:
+    message: str, content: str
+) -> None:
     assert user_asked_to_save(message, content, shared=False) is False
 
 
@@ -217,91 +249,108 @@ def test_a_request_put_as_a_question_is_confirmed(message: str, content: str) ->
     assert user_asked_to_save(message, content, shared=False) is True
 
 
-CONTENTS = ["Ana is vegan", "the user prefers dark mode", "we deploy on Fridays",
-            "the budget is 1500 EUR", "Bob leads the design team"]
+CONTENTS = [
+    "Ana is vegan",
+    "the user prefers dark mode",
+    "we deploy on Fridays",
+    "the budget is 1500 EUR",
+    "Bob leads the design team",
+]
 
 
-@pytest.mark.parametrize("template", [  # QA, a fourth pass: each confirmed every content.
-    "{c}. Do not, under any circumstances whatsoever, save that.",
-    "Remember: {c}. (Just testing, don't actually store this.)",
-    "Remember nothing about this: {c}",
-    "Remember {c}. On second thought, don't.",
-    "Remember {c}. That's wrong.",
-    "Remember {c}. Ignore the above.",
-    "Remember {c}. Disregard that.",
-    "Remember that {c} is a myth",
-    "Remember it's not the case that {c}",
-    "Remember {c}... NOT!",
-    "Remember {c} lol jk",
-    "Remember Bob told me {c}",
-    "Remember that according to Bob, {c}",
-    "Remember {c}, per Bob",
-    "Remember {c}, I think",
-    "Remember {c}, apparently",
-    "Remember I'm fairly sure {c}",
-    "Remember it seems {c}",
-    "Remember {c} (unconfirmed)",
-    "Remember {c} if Bob confirms",
-    "Remember: assuming {c}, book the venue",
-    "Should I save that {c}?",
-    "Do you remember that {c}?",
-    "Remember that {c}?",
-    "Remember, {c}, right?",
-    "Pretend to remember that {c}",
-    "Remember {c} on weekends",
-    "Remember {c} per day",
-    "Remember we will {c}",
-])
+@pytest.mark.parametrize(
+    "template",
+    [  # QA, a fourth pass: each confirmed every content.
+        "{c}. Do not, under any circumstances whatsoever, save that.",
+        "Remember: {c}. (Just testing, don't actually store this.)",
+        "Remember nothing about this: {c}",
+        "Remember {c}. On second thought, don't.",
+        "Remember {c}. That's wrong.",
+        "Remember {c}. Ignore the above.",
+        "Remember {c}. Disregard that.",
+        "Remember that {c} is a myth",
+        "Remember it's not the case that {c}",
+        "Remember {c}... NOT!",
+        "Remember {c} lol jk",
+        "Remember Bob told me {c}",
+        "Remember that according to Bob, {c}",
+        "Remember {c}, per Bob",
+        "Remember {c}, I think",
+        "Remember {c}, apparently",
+        "Remember I'm fairly sure {c}",
+        "Remember it seems {c}",
+        "Remember {c} (unconfirmed)",
+        "Remember {c} if Bob confirms",
+        "Remember: assuming {c}, book the venue",
+        "Should I save that {c}?",
+        "Do you remember that {c}?",
+        "Remember that {c}?",
+        "Remember, {c}, right?",
+        "Pretend to remember that {c}",
+        "Remember {c} on weekends",
+        "Remember {c} per day",
+        "Remember we will {c}",
+    ],
+)
 def test_a_content_the_message_does_not_give_as_a_fact_waits(template: str) -> None:
     for content in CONTENTS:
         assert user_asked_to_save(template.format(c=content), content, shared=False) is False
 
 
-@pytest.mark.parametrize(("message", "content"), [  # QA, a fourth pass
-    ("Remember that your cat is called Miso", "My cat is called Miso"),
-    ("Remember that Bob's cat is called Miso", "My cat is called Miso"),
-    ("Remember everyone but Ana is vegan", "Ana is vegan"),
-    ("Remember that the sister of Ana is vegan", "Ana is vegan"),
-    ("Remember Ana likes tea or coffee", "Ana likes tea and coffee"),
-    ("Remember Ana works for Bob", "Ana works with Bob"),
-    ("Remember the budget is 1500 million", "the budget is 1500"),
-    ("Remember the user wants dark mode disabled", "the user wants dark mode"),
-    ("Remember the office is closed on Mondays", "the office is closed"),
-])
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [  # QA, a fourth pass
+        ("Remember that your cat is called Miso", "My cat is called Miso"),
+        ("Remember that Bob's cat is called Miso", "My cat is called Miso"),
+        ("Remember everyone but Ana is vegan", "Ana is vegan"),
+        ("Remember that the sister of Ana is vegan", "Ana is vegan"),
+        ("Remember Ana likes tea or coffee", "Ana likes tea and coffee"),
+        ("Remember Ana works for Bob", "Ana works with Bob"),
+        ("Remember the budget is 1500 million", "the budget is 1500"),
+        ("Remember the user wants dark mode disabled", "the user wants dark mode"),
+        ("Remember the office is closed on Mondays", "the office is closed"),
+    ],
+)
 def test_another_subject_object_or_quantity_waits(message: str, content: str) -> None:
     assert user_asked_to_save(message, content, shared=False) is False
 
 
-@pytest.mark.parametrize("template", [  # QA: shared with no real "for everyone"
-    "Keep this private from my teammates: {c}",
-    "Remember this for me (teammates shouldn't see it): {c}",
-    "Remember {c}, but hide it from everyone",
-    "Remember {c}. Don't share it with everyone.",
-    "Remember {c}. Keep it from all teammates.",
-    "Remember {c}. Is this for everyone?",
-    "Remember {c}. I'll tell everyone myself.",
-    "Remember {c}; Ana cooks for everyone on Fridays",
-    "Remember {c}, once and for all",
-    "Remember {c}, it's on her LinkedIn profile",
-    "Remember {c}, for all I know",
-])
+@pytest.mark.parametrize(
+    "template",
+    [  # QA: shared with no real "for everyone"
+        "Keep this private from my teammates: {c}",
+        "Remember this for me (teammates shouldn't see it): {c}",
+        "Remember {c}, but hide it from everyone",
+        "Remember {c}. Don't share it with everyone.",
+        "Remember {c}. Keep it from all teammates.",
+        "Remember {c}. Is this for everyone?",
+        "Remember {c}. I'll tell everyone myself.",
+        "Remember {c}; Ana cooks for everyone on Fridays",
+        "Remember {c}, once and for all",
+        "Remember {c}, it's on her LinkedIn profile",
+        "Remember {c}, for all I know",
+    ],
+)
 def test_shared_needs_a_for_everyone_beside_the_request(template: str) -> None:
     for content in CONTENTS:
         assert user_asked_to_save(template.format(c=content), content, shared=True) is False
 
 
-@pytest.mark.parametrize(("template", "shared"), [  # QA: ordinary requests that waited
-    ("Remember:\n1. {c}\n2. Bob likes tea", False),
-    ("Remember the flight is at 10 and {c}", False),
-    ("Remember: {c}. Never forget it.", False),
-    ("Remember {c}. No kidding.", False),
-    ("Remember {c}, I'm not joking", False),
-    ("Remember {c} and never forget it", False),
-    ("All of you, remember that {c}", True),
-    ("Remember, all agents: {c}", True),
-    ("Remember this team-wide: {c}", True),
-    ("Everyone should remember that {c}", True),
-])
+@pytest.mark.parametrize(
+    ("template", "shared"),
+    [  # QA: ordinary requests that waited
+        ("Remember:\n1. {c}\n2. Bob likes tea", False),
+        ("Remember the flight is at 10 and {c}", False),
+        ("Remember: {c}. Never forget it.", False),
+        ("Remember {c}. No kidding.", False),
+        ("Remember {c}, I'm not joking", False),
+        ("Remember {c} and never forget it", False),
+        ("All of you, remember that {c}", True),
+        ("Remember, all agents: {c}", True),
+        ("Remember this team-wide: {c}", True),
+        ("Everyone should remember that {c}", True),
+    ],
+)
 def test_ordinary_requests_confirm(template: str, shared: bool) -> None:
     for content in CONTENTS:
         assert user_asked_to_save(template.format(c=content), content, shared=shared) is True

@@ -36,12 +36,29 @@ def test_commands_forbid_unknown_fields_and_events_tolerate_them() -> None:
     with pytest.raises(ValidationError):
         RememberMemory.model_validate({"content": "x", "org": "other"})
     with pytest.raises(ValidationError):
-        CommandEnvelope.model_validate({"command_id": "c" * 10, "type": "T", "token": "t",
-                                        "stream_id": "o/shared", "payload": {}, "extra": 1})
-    env = EventEnvelope.model_validate({
-        "event_id": "e", "type": "T", "stream_id": "o/shared", "seq": 1, "command_id": "c",
-        "occurred_at": "2026-01-01T00:00:00Z", "actor": {"org": "o", "member": "m"},
-        "payload": {}, "added_later": True})
+        CommandEnvelope.model_validate(
+            {
+                "command_id": "c" * 10,
+                "type": "T",
+                "token": "t",
+                "stream_id": "o/shared",
+                "payload": {},
+                "extra": 1,
+            }
+        )
+    env = EventEnvelope.model_validate(
+        {
+            "event_id": "e",
+            "type": "T",
+            "stream_id": "o/shared",
+            "seq": 1,
+            "command_id": "c",
+            "occurred_at": "2026-01-01T00:00:00Z",
+            "actor": {"org": "o", "member": "m"},
+            "payload": {},
+            "added_later": True,
+        }
+    )
     assert env.seq == 1
 
 
@@ -66,11 +83,21 @@ def test_commands_refuse_nul_characters_postgres_cannot_hold(payload: dict[str, 
 
 def test_envelopes_and_turns_refuse_nul_characters() -> None:
     with pytest.raises(ValidationError, match="stream_id: text must not contain a NUL"):
-        CommandEnvelope(command_id="cmd-00001", type="RememberMemory", token="t",
-                        stream_id="acme/member:a\u0000", payload={})
+        CommandEnvelope(
+            command_id="cmd-00001",
+            type="RememberMemory",
+            token="t",
+            stream_id="acme/member:a\u0000",
+            payload={},
+        )
     with pytest.raises(ValidationError, match="turn_id"):
-        ConversationTurn(turn_id="t\u0000", run_id="r", token="t", user_message="hi",
-                         completed_at=datetime.now(UTC))
+        ConversationTurn(
+            turn_id="t\u0000",
+            run_id="r",
+            token="t",
+            user_message="hi",
+            completed_at=datetime.now(UTC),
+        )
 
 
 @pytest.mark.parametrize(
@@ -87,14 +114,22 @@ def test_envelopes_and_turns_refuse_nul_characters() -> None:
     ],
 )
 def test_commands_refuse_an_empty_key_a_long_source_and_loose_numbers(
-        command: type[Command], payload: dict[str, object], said: str) -> None:
+    command: type[Command], payload: dict[str, object], said: str
+) -> None:
     with pytest.raises(ValidationError, match=said):
         command.model_validate(payload)
     assert LinkMemory(item_id="i", target_id="t", weight=1).weight == 1.0  # a JSON 1 is a weight
 
 
-@pytest.mark.parametrize("at", ["9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z",
-                                "9999-12-31T23:59:59.999999", "0001-01-01T05:00:00+05:00"])
+@pytest.mark.parametrize(
+    "at",
+    [
+        "9999-12-31T23:59:59.999999Z",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59.999999",
+        "0001-01-01T05:00:00+05:00",
+    ],
+)
 def test_an_expiry_postgres_would_keep_as_infinity_is_refused(at: str) -> None:
     """QA: asyncpg writes the first and last datetime as -infinity and infinity, which read
     back without their zone (and as no time at all)."""

@@ -15,8 +15,15 @@ from engram.topic_reads import OperateError
 
 
 def letter(value: bytes, error: str = "undecodable") -> dict[str, object]:
-    _, _, raw = dead_letter("command", topic="engram.commands", partition=0, offset=58,
-                            key=None, value=value, error=error)
+    _, _, raw = dead_letter(
+        "command",
+        topic="engram.commands",
+        partition=0,
+        offset=58,
+        key=None,
+        value=value,
+        error=error,
+    )
     assert len(raw) <= LETTER_MAX_BYTES
     body: dict[str, object] = json.loads(raw)
     return body
@@ -27,8 +34,10 @@ def test_text_stays_text_and_other_bytes_go_as_base64_both_redriven_as_they_were
     assert text["value"] == '{"content": "café"}'
     assert _record_value(text, 1) == '{"content": "café"}'.encode()
     binary = letter(b"\xff\x00\xfe")
-    assert "value" not in binary and binary["value_base64"] == base64.b64encode(
-        b"\xff\x00\xfe").decode()
+    assert (
+        "value" not in binary
+        and binary["value_base64"] == base64.b64encode(b"\xff\x00\xfe").decode()
+    )
     assert _record_value(binary, 1) == b"\xff\x00\xfe"
 
 
@@ -37,7 +46,9 @@ def test_a_record_too_large_to_letter_whole_keeps_its_size_hash_and_head(value: 
     body = letter(value, error="e" * 100_000)
     assert body["value_truncated"] is True and "value" not in body
     assert (body["value_bytes"], body["value_sha256"]) == (
-        len(value), hashlib.sha256(value).hexdigest())
+        len(value),
+        hashlib.sha256(value).hexdigest(),
+    )
     assert value.startswith(base64.b64decode(str(body["value_head_base64"])))
     assert len(str(body["error"])) == 4_000
     with pytest.raises(OperateError, match="cannot be re-driven"):

@@ -453,18 +453,24 @@ def test_a_relabel_changes_kind_or_tags_in_a_new_revision_and_undo_takes_it_back
     """Seed 004: an update changes the category (kind) or the tags without the text (a seed
     coverage audit: no command could)."""
     state = StreamState("acme/member:ana")
-    [saved] = run(state, c.RememberMemory(content="Tea at four.", key="tea", tags=("food",),
-                                          sources=("m-1",)))
-    [relabeled] = run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1,
-                                             kind="preference", tags=("daily", "food")))
+    [saved] = run(
+        state, c.RememberMemory(content="Tea at four.", key="tea", tags=("food",), sources=("m-1",))
+    )
+    [relabeled] = run(
+        state,
+        c.RelabelMemory(
+            item_id=saved.item_id, base_revision=1, kind="preference", tags=("daily", "food")
+        ),
+    )
     assert isinstance(relabeled, MemoryRelabeled)
     assert (relabeled.revision, relabeled.kind) == (2, "preference")
     assert labels_of(relabeled) == Labels(key="tea", tags=("daily", "food"), sources=("m-1",))
     item = state.items[saved.item_id]
     assert (item.kind, item.revision, item.current) == ("preference", 2, item.revisions[1])
     assert state.generation == 2  # the packet's header shows the kind
-    assert run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=2,
-                                      kind="preference")) == []  # nothing changes
+    assert (
+        run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=2, kind="preference")) == []
+    )  # nothing changes
     with pytest.raises(Conflict):  # a stale base, as for a correction
         run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, tags=()))
     [undone] = run(state, c.UndoChange(item_id=saved.item_id, base_revision=2))
@@ -483,11 +489,19 @@ def test_a_teammates_memory_is_relabeled_by_its_author_or_an_admin_or_a_proposal
     [saved] = run(state, c.RememberMemory(content="Deploys on Tuesdays.", scope="shared"), ana)
     ben = make_context(scope="shared", member="ben")
     with pytest.raises(ProposalRequired, match="propose the change"):
-        run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
-                                   scope="shared"), ben)
+        run(
+            state,
+            c.RelabelMemory(
+                item_id=saved.item_id, base_revision=1, kind="decision", scope="shared"
+            ),
+            ben,
+        )
     admin = make_context(scope="shared", member="cleo", is_admin=True)
-    assert run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision",
-                                      scope="shared"), admin)
+    assert run(
+        state,
+        c.RelabelMemory(item_id=saved.item_id, base_revision=1, kind="decision", scope="shared"),
+        admin,
+    )
 
 
 def test_a_key_is_retracted_by_disabling_its_memory_and_an_unknown_key_conflicts() -> None:

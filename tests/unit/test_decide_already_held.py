@@ -108,13 +108,14 @@ def test_a_correction_that_would_be_a_candidate_of_held_text_is_refused_too() ->
     [other] = run(state, proposed("Ana likes jazz."), AGENT)
     for text in (TEXT, "ana likes JAZZ."):
         with pytest.raises(AlreadyHeld):
-            run(state, c.CorrectMemory(item_id=fact.item_id, base_revision=1, content=text),
-                AGENT)
+            run(state, c.CorrectMemory(item_id=fact.item_id, base_revision=1, content=text), AGENT)
     [mine] = run(state, proposed("Ana likes rain."), AGENT)
     with pytest.raises(AlreadyHeld) as refused:
-        run(state, c.CorrectMemory(item_id=mine.item_id, base_revision=1,
-                                   content="Ana likes jazz."))
+        run(
+            state, c.CorrectMemory(item_id=mine.item_id, base_revision=1, content="Ana likes jazz.")
+        )
     assert refused.value.extra["item_id"] == other.item_id
-    [same] = run(state, c.CorrectMemory(item_id=mine.item_id, base_revision=1,
-                                        content="Ana likes rain."))  # its own text: a revision
+    [same] = run(
+        state, c.CorrectMemory(item_id=mine.item_id, base_revision=1, content="Ana likes rain.")
+    )  # its own text: a revision
     assert same.item_id == mine.item_id

@@ -109,11 +109,13 @@ def test_a_candidate_of_a_memorys_earlier_text_is_free() -> None:
     state, account = StreamState("acme/member:ana"), Account(False, 10, None)
     asked = "Remember: Deploy on Mondays."
     agent = replace(metered(account), is_agent=True)
-    [saved] = run(state, c.RememberMemory(content="Deploy on Mondays.", user_message=asked),
-                  agent)
-    fridays = c.CorrectMemory(item_id=saved.item_id, base_revision=1,
-                              content="Deploy on Fridays.",
-                              user_message="Remember: Deploy on Fridays.")
+    [saved] = run(state, c.RememberMemory(content="Deploy on Mondays.", user_message=asked), agent)
+    fridays = c.CorrectMemory(
+        item_id=saved.item_id,
+        base_revision=1,
+        content="Deploy on Fridays.",
+        user_message="Remember: Deploy on Fridays.",
+    )
     assert cost(run(state, fridays, agent)) == 1
     back = c.CorrectMemory(item_id=saved.item_id, base_revision=2, content="Deploy on Mondays.")
     [waits] = run(state, back, agent)
@@ -123,8 +125,9 @@ def test_a_candidate_of_a_memorys_earlier_text_is_free() -> None:
 
 def test_a_charge_names_who_spent_it() -> None:
     state = StreamState("acme/agent:bot")
-    ctx = replace(make_context(scope="agent:bot"), account=Account(False, 5, None),
-                  caller="member:ana")  # a member in person in the agent's scope
+    ctx = replace(
+        make_context(scope="agent:bot"), account=Account(False, 5, None), caller="member:ana"
+    )  # a member in person in the agent's scope
     [saved] = run(state, c.RememberMemory(scope="agent", content="Fact."), ctx)
     assert isinstance(saved, MemoryRemembered)
     assert (saved.charged, saved.charged_to) == (1, "member:ana")
@@ -145,8 +148,15 @@ async def test_the_writers_of_one_process_spend_from_one_account() -> None:
             if "billing.holds" not in query:
                 return []
             Pool.reads += 1
-            return [{"org": "acme", "suspended": False, "balance": 5, "monthly_cap": None,
-                     "spent": "{}"}]
+            return [
+                {
+                    "org": "acme",
+                    "suspended": False,
+                    "balance": 5,
+                    "monthly_cap": None,
+                    "spent": "{}",
+                }
+            ]
 
     policies = OrgPolicies(Pool())  # type: ignore[arg-type]
     first, second = await asyncio.gather(policies.limits({"acme"}), policies.limits({"acme"}))

@@ -28,26 +28,34 @@ def save(state: StreamState, text: str, ctx: Context | None = None, **kw: object
 
 def active(state: StreamState, key: str) -> list[str]:
     """The active memories under ``key``, by a scan (the test context hashes it ``k:``)."""
-    return [i.item_id for i in state.items.values()
-            if i.key_hash == f"k:{key}" and i.status == "active"]
+    return [
+        i.item_id for i in state.items.values() if i.key_hash == f"k:{key}" and i.status == "active"
+    ]
 
 
 def test_a_confirmed_correction_by_an_agent_archives_the_memory_it_corrects() -> None:
     state = StreamState("acme/member:ana")
     office = save(state, "The office is in Paris.", key="office")
     agent = make_context(is_agent=True)
-    [candidate] = run(state, c.CorrectMemory(item_id=office, base_revision=1,
-                                             content="The office is in Rome."), agent)
+    [candidate] = run(
+        state,
+        c.CorrectMemory(item_id=office, base_revision=1, content="The office is in Rome."),
+        agent,
+    )
     assert state.items[candidate.item_id].status == "candidate"
-    archived, confirmed = decide(state, c.ConfirmCandidate(item_id=candidate.item_id),
-                                 make_context())
+    archived, confirmed = decide(
+        state, c.ConfirmCandidate(item_id=candidate.item_id), make_context()
+    )
     for event in (archived, confirmed):
         evolve(state, state.seq + 1, "the-confirm", event)
     assert state.results["the-confirm"]["item_id"] == candidate.item_id  # its answer
     assert isinstance(confirmed, MemoryStatusChanged) and confirmed.status == "active"
     assert isinstance(archived, MemoryStatusChanged)
     assert (archived.item_id, archived.status, archived.superseded_by) == (
-        office, "archived", candidate.item_id)
+        office,
+        "archived",
+        candidate.item_id,
+    )
     assert active(state, "office") == [candidate.item_id]
     # A later save with the key revises the one that holds it now.
     [revised] = run(state, c.RememberMemory(content="The office is in Madrid.", key="office"))
@@ -76,8 +84,10 @@ def test_a_memory_whose_key_was_taken_is_not_made_active_again() -> None:
     old = save(state, "Replies in English.", key="lang")
     run(state, c.DisableMemory(item_id=old, disabled=True))
     new = save(state, "Replies in German.", key="lang")
-    for again in (c.DisableMemory(item_id=old, disabled=False),
-                  c.UndoChange(item_id=old, base_revision=state.items[old].revision)):
+    for again in (
+        c.DisableMemory(item_id=old, disabled=False),
+        c.UndoChange(item_id=old, base_revision=state.items[old].revision),
+    ):
         with pytest.raises(Conflict, match=f"memory {new} holds this memory's key") as refused:
             run(state, again)
         assert refused.value.rejection().extra["held_by"] == new
@@ -93,10 +103,29 @@ KEYS = ["office", "budget", "editor"]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["save", "candidate", "agent", "confirm", "archive",
-                                           "unarchive", "disable", "enable", "forget",
-                                           "checkpoint"]),
-                          st.integers(0, 2), st.integers(0, 5)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "save",
+                    "candidate",
+                    "agent",
+                    "confirm",
+                    "archive",
+                    "unarchive",
+                    "disable",
+                    "enable",
+                    "forget",
+                    "checkpoint",
+                ]
+            ),
+            st.integers(0, 2),
+            st.integers(0, 5),
+        ),
+        max_size=40,
+    )
+)
 def test_the_key_index_finds_what_a_scan_of_the_items_finds(steps: list[Any]) -> None:
     """``active_by_key`` answers from its index of keys, kept by ``evolve`` and rebuilt
     after a load; it must name the same memory as a scan of the items would."""
@@ -134,19 +163,22 @@ def test_a_save_of_another_lifetime_takes_the_key_as_a_memory_of_its_own() -> No
     past = datetime(2025, 12, 1, tzinfo=UTC)  # before the context's now
     soon = datetime(2026, 2, 1, tzinfo=UTC)
     door = save(state, "The door code is 1234.", key="door", expires_at=past)
-    archived, remembered = decide(state, c.RememberMemory(content="The door code is 9876.",
-                                                          key="door"), make_context())
+    archived, remembered = decide(
+        state, c.RememberMemory(content="The door code is 9876.", key="door"), make_context()
+    )
     for event in (archived, remembered):  # one command: its answer is its last event's
         evolve(state, state.seq + 1, "new-code", event)
     assert isinstance(archived, MemoryStatusChanged) and archived.item_id == door
     assert (archived.status, archived.superseded_by) == ("archived", remembered.item_id)
     assert state.items[remembered.item_id].expires_at is None
     assert state.results["new-code"]["item_id"] == remembered.item_id
-    [_, timed] = run(state, c.RememberMemory(content="The door code is 5555.", key="door",
-                                             expires_at=soon))
+    [_, timed] = run(
+        state, c.RememberMemory(content="The door code is 5555.", key="door", expires_at=soon)
+    )
     assert state.items[timed.item_id].expires_at == soon
-    [revised] = run(state, c.RememberMemory(content="The door code is 5556.", key="door",
-                                            expires_at=soon))  # the same lifetime: a revision
+    [revised] = run(
+        state, c.RememberMemory(content="The door code is 5556.", key="door", expires_at=soon)
+    )  # the same lifetime: a revision
     assert revised.item_id == timed.item_id and state.items[timed.item_id].revision == 2
     assert active(state, "door") == [timed.item_id]
 
@@ -160,11 +192,21 @@ def test_a_retracted_keys_fact_is_a_persons_to_bring_back() -> None:
     run(state, c.DisableMemory(item_id=first))
     agent = make_context(is_agent=True)
     message = "Remember: run the tests before you report."
-    [again] = run(state, c.RememberMemory(content="Run the tests before you report.",
-                                          key="tests-first", user_message=message), agent)
+    [again] = run(
+        state,
+        c.RememberMemory(
+            content="Run the tests before you report.", key="tests-first", user_message=message
+        ),
+        agent,
+    )
     assert state.items[again.item_id].status == "candidate"
-    other = save(state, "Write the changelog first.", agent, key="changelog",
-                 user_message="Remember: write the changelog first.")
+    other = save(
+        state,
+        "Write the changelog first.",
+        agent,
+        key="changelog",
+        user_message="Remember: write the changelog first.",
+    )
     assert state.items[other].status == "active"  # a key never retracted: as before
     person = save(state, "Run the tests before you push.", key="tests-first")
     assert state.items[person].status == "active"
@@ -183,9 +225,15 @@ def test_a_retracted_fact_stays_so_without_its_key_and_once_archived() -> None:
     lang = save(state, "Answer in English.", key="lang")
     run(state, c.DisableMemory(item_id=lang))
     run(state, c.ArchiveMemory(item_id=lang))
-    [back] = run(state, c.RememberMemory(content="Answer in English, always.", key="lang",
-                                         user_message="Remember: answer in English, always."),
-                 agent)
+    [back] = run(
+        state,
+        c.RememberMemory(
+            content="Answer in English, always.",
+            key="lang",
+            user_message="Remember: answer in English, always.",
+        ),
+        agent,
+    )
     assert state.items[back.item_id].status == "candidate"
 
 
@@ -197,12 +245,25 @@ def test_an_agent_brings_a_retracted_fact_back_by_no_other_road() -> None:
     ship = save(state, "Ship on Thursdays.", key="ship")
     run(state, c.DisableMemory(item_id=ship))
     other = save(state, "Ship on Fridays.")
-    [corrected] = run(state, c.CorrectMemory(item_id=other, base_revision=1,
-                                             content="Ship on Thursdays.",
-                                             user_message="Correct it: ship on Thursdays."),
-                      agent)
+    [corrected] = run(
+        state,
+        c.CorrectMemory(
+            item_id=other,
+            base_revision=1,
+            content="Ship on Thursdays.",
+            user_message="Correct it: ship on Thursdays.",
+        ),
+        agent,
+    )
     assert state.items[corrected.item_id].status == "candidate"
     with pytest.raises(DomainError, match="retracted"):
-        run(state, c.CorrectMemory(item_id=ship, base_revision=state.items[ship].revision,
-                                   content="Ship on Tuesdays.",
-                                   user_message="Correct it: ship on Tuesdays."), agent)
+        run(
+            state,
+            c.CorrectMemory(
+                item_id=ship,
+                base_revision=state.items[ship].revision,
+                content="Ship on Tuesdays.",
+                user_message="Correct it: ship on Tuesdays.",
+            ),
+            agent,
+        )

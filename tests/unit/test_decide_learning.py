@@ -83,8 +83,11 @@ def test_a_later_inference_of_the_key_revises_the_inferred_fact() -> None:
 
 def test_an_inference_never_replaces_a_confirmed_fact() -> None:
     state = StreamState("acme/session:trip")
-    [fact] = run(state, c.RememberMemory(scope="session", content="Budget: 1500.", key="budget"),
-                 make_context(scope="session:trip"))
+    [fact] = run(
+        state,
+        c.RememberMemory(scope="session", content="Budget: 1500.", key="budget"),
+        make_context(scope="session:trip"),
+    )
     [waits] = run(state, learned("The trip budget is 900 EUR."), applying())
     assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
     assert state.items[fact.item_id].revision == 1  # untouched
@@ -154,19 +157,24 @@ def test_an_agent_may_not_rewrite_an_inference_to_a_retracted_text() -> None:
     retracted; it waits as a candidate, and text another memory holds is refused."""
     state = StreamState("acme/session:trip")
     person = make_context(scope="session:trip")
-    [hotel] = run(state, c.RememberMemory(scope="session", content="The hotel is the Hilton."),
-                  person)
+    [hotel] = run(
+        state, c.RememberMemory(scope="session", content="The hotel is the Hilton."), person
+    )
     run(state, c.DisableMemory(item_id=hotel.item_id), person)
     [fact] = run(state, learned("The trip budget is 1500 EUR."), applying())
-    rewrite = c.CorrectMemory(item_id=fact.item_id, base_revision=1,
-                              content="The hotel is the Hilton.")
+    rewrite = c.CorrectMemory(
+        item_id=fact.item_id, base_revision=1, content="The hotel is the Hilton."
+    )
     [waits] = run(state, rewrite, applying(is_agent=True))
     assert isinstance(waits, MemoryRemembered) and waits.status == "candidate"
     assert waits.replaces == fact.item_id
     [other] = run(state, c.RememberMemory(scope="session", content="We fly on Monday."), person)
     with pytest.raises(AlreadyHeld) as refused:
-        run(state, c.CorrectMemory(item_id=fact.item_id, base_revision=1,
-                                   content="We fly on Monday."), applying(is_agent=True))
+        run(
+            state,
+            c.CorrectMemory(item_id=fact.item_id, base_revision=1, content="We fly on Monday."),
+            applying(is_agent=True),
+        )
     assert refused.value.extra["item_id"] == other.item_id
 
 
@@ -217,16 +225,36 @@ def step(kind: str, item: str, base: int, text: str, keyed: bool) -> c.Command:
     }[kind]()
 
 
-KINDS = ["learn", "person_save", "agent_correct", "person_correct", "disable", "enable",
-         "archive", "unarchive", "undo", "forget"]
+KINDS = [
+    "learn",
+    "person_save",
+    "agent_correct",
+    "person_correct",
+    "disable",
+    "enable",
+    "archive",
+    "unarchive",
+    "undo",
+    "forget",
+]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 3),
-                          st.sampled_from(["1500", "1800", "2000"]), st.booleans()),
-                min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            st.integers(0, 3),
+            st.sampled_from(["1500", "1800", "2000"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_the_projector_marks_inferences_as_the_writer_folds_them(
-        steps: list[tuple[str, int, str, bool]]) -> None:
+    steps: list[tuple[str, int, str, bool]],
+) -> None:
     """A review: the writer (``state.evolve``) and the projector (``marks``) fold
     inferences apart; over any sequence they must agree, or a replay, a promotion or a
     read would disagree with what the writer decides."""

@@ -30,7 +30,11 @@ def test_a_link_is_written_once_and_a_new_weight_replaces_the_old_one() -> None:
     [linked] = run(state, c.LinkMemory(item_id=a, target_id=b, kind="depends-on", weight=0.3))
     assert isinstance(linked, MemoryLinked)
     assert (linked.item_id, linked.target_id, linked.kind, linked.weight) == (
-        a, b, "depends-on", 0.3)
+        a,
+        b,
+        "depends-on",
+        0.3,
+    )
     revision = state.items[a].revision
     # The same call again changes nothing; no weight keeps the one it has.
     assert run(state, c.LinkMemory(item_id=a, target_id=b, kind="depends-on", weight=0.3)) == []
@@ -62,8 +66,11 @@ def test_a_target_must_be_a_memory_the_caller_can_see() -> None:
     with pytest.raises(NotFound, match="no memory elsewhere you can see"):
         run(state, c.LinkMemory(item_id=a, target_id="elsewhere"))
     # One of another stream that the writer found visible (a teammate's shared memory).
-    [linked] = run(state, c.LinkMemory(item_id=a, target_id="elsewhere"),
-                   make_context(targets=frozenset({"elsewhere"})))
+    [linked] = run(
+        state,
+        c.LinkMemory(item_id=a, target_id="elsewhere"),
+        make_context(targets=frozenset({"elsewhere"})),
+    )
     assert linked.target_id == "elsewhere"  # type: ignore[attr-defined]
     with pytest.raises(NotFound):  # the source must be a memory of this stream
         run(state, c.LinkMemory(item_id="elsewhere", target_id=a))
@@ -104,8 +111,12 @@ def test_related_ids_link_a_new_memory_and_a_correction() -> None:
     assert (linked.item_id, linked.target_id, linked.kind) == (saved.item_id, b, "related")
     assert state.results["cmd-3"]["item_id"] == saved.item_id  # the answer names the save
     c_id = remembered(state, "c")
-    revised, linked = run(state, c.CorrectMemory(item_id=saved.item_id, base_revision=1,
-                                                 content="a2", related_ids=(b, c_id)))[0:2]
+    revised, linked = run(
+        state,
+        c.CorrectMemory(
+            item_id=saved.item_id, base_revision=1, content="a2", related_ids=(b, c_id)
+        ),
+    )[0:2]
     assert isinstance(revised, MemoryRevised) and isinstance(linked, MemoryLinked)
     assert state.items[saved.item_id].links == {(b, "related"): None, (c_id, "related"): None}
     with pytest.raises(NotFound):  # nothing is saved when a related id is unknown
@@ -139,8 +150,7 @@ def test_a_state_checkpointed_before_links_existed_takes_links() -> None:
     assert old.items[a].links == {} and old.linked == {a}
 
 
-def test_a_teammate_cannot_link_from_or_unlink_a_shared_memory_its_author_or_an_admin_can(
-) -> None:
+def test_a_teammate_cannot_link_from_or_unlink_a_shared_memory_its_author_or_an_admin_can() -> None:
     state = StreamState("acme/shared")
     ana, bob = make_context(scope="shared"), make_context(scope="shared", member="bob")
     [saved] = run(state, c.RememberMemory(content="Ana's fact"), ana)

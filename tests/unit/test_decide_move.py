@@ -36,9 +36,18 @@ MASTER = MasterKey(bytes(32))
 
 def source(content: str = "Deploys need two approvals.", revision: int = 2, **kw: object) -> Copy:
     fields: dict[str, object] = {
-        "item_id": "m-1", "kind": "decision", "key": None, "title": "Deploys",
-        "content": content, "pinned": True, "tags": ("ops",), "sources": ("turn-3",),
-        "revision": revision, "author": "ana", **kw}
+        "item_id": "m-1",
+        "kind": "decision",
+        "key": None,
+        "title": "Deploys",
+        "content": content,
+        "pinned": True,
+        "tags": ("ops",),
+        "sources": ("turn-3",),
+        "revision": revision,
+        "author": "ana",
+        **kw,
+    }
     return Copy(**fields)  # type: ignore[arg-type]
 
 
@@ -48,33 +57,47 @@ def into(scope: str, *copies: Copy, **kw: object) -> Context:
 
 
 def moving(**kw: object) -> c.MoveMemory:  # from ana's private scope into shared
-    fields: dict[str, object] = {"item_id": "m-1", "scope": "shared", "from_scope": "private",
-                                 "base_revision": 2, **kw}
+    fields: dict[str, object] = {
+        "item_id": "m-1",
+        "scope": "shared",
+        "from_scope": "private",
+        "base_revision": 2,
+        **kw,
+    }
     return c.MoveMemory.model_validate(fields)
 
 
 def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
     shared = StreamState("acme/shared")
     ctx = into("shared", source())  # the copy's id follows from the move's, as the writer's
-    ctx = Context(**{**ctx.__dict__, "new_item_id": lambda: new_item_id("acme/shared",
-                                                                         "move-0001")})
+    ctx = Context(
+        **{**ctx.__dict__, "new_item_id": lambda: new_item_id("acme/shared", "move-0001")}
+    )
     [copied] = run(shared, moving(), ctx)
     assert isinstance(copied, MemoryRemembered) and copied.status == "active"
     assert copied.item_id != "m-1" and copied.author == "ana"
     assert (unseal(copied.content), copied.kind, copied.pinned) == (
-        "Deploys need two approvals.", "decision", True)
+        "Deploys need two approvals.",
+        "decision",
+        True,
+    )
     labels = labels_of(copied)
     assert (labels.tags, labels.sources) == (("ops",), ("m-1", "turn-3"))  # names its source
 
     ana = Principal(org="acme", member="ana")
-    env = CommandEnvelope(command_id="move-0001", type="MoveMemory", token="t",
-                          stream_id="acme/shared", payload={})
+    env = CommandEnvelope(
+        command_id="move-0001", type="MoveMemory", token="t", stream_id="acme/shared", payload={}
+    )
     forget = moved_forget(moving(), env, ana, MASTER.issued_id)
     assert forget.stream_id == "acme/member:ana"
     assert forget.type == "ForgetMoved" and forget.token == "t"
-    assert forget.payload == {"item_id": "m-1", "base_revision": 2,
-                              "moved_to": copied.item_id, "to_scope": "shared",
-                              "follows": "acme/shared move-0001"}
+    assert forget.payload == {
+        "item_id": "m-1",
+        "base_revision": 2,
+        "moved_to": copied.item_id,
+        "to_scope": "shared",
+        "follows": "acme/shared move-0001",
+    }
     assert forget.command_id == MASTER.issued_id("acme/member:ana", "t", forget.payload)
     again = moved_forget(moving(), env, ana, MASTER.issued_id)
     assert again.command_id == forget.command_id  # a retry's is the same
@@ -82,12 +105,17 @@ def test_a_memory_moves_as_a_copy_at_the_revision_its_caller_saw() -> None:
 
     # Refused where it was, the forget undoes the move: the copy's own forget, at its
     # first revision, which undoes nothing further.
-    undo = move_undone(c.ForgetMoved.model_validate(forget.payload), forget, ana,
-                       MASTER.issued_id)
+    undo = move_undone(c.ForgetMoved.model_validate(forget.payload), forget, ana, MASTER.issued_id)
     assert undo.stream_id == "acme/shared" and undo.command_id != forget.command_id
-    assert undo.payload == {"item_id": copied.item_id, "scope": "shared", "base_revision": 1,
-                            "moved_to": "m-1", "to_scope": "private", "undo": True,
-                            "follows": f"acme/member:ana {forget.command_id}"}
+    assert undo.payload == {
+        "item_id": copied.item_id,
+        "scope": "shared",
+        "base_revision": 1,
+        "moved_to": "m-1",
+        "to_scope": "private",
+        "undo": True,
+        "follows": f"acme/member:ana {forget.command_id}",
+    }
 
 
 def test_only_the_command_service_sends_a_forget_moved_and_its_token_may_have_expired() -> None:
@@ -96,21 +124,37 @@ def test_only_the_command_service_sends_a_forget_moved_and_its_token_may_have_ex
     forget's id first, or send one of its own."""
     verifier = TokenVerifier(CommonSettings())
     expired = mint_token(dev_secret(), org="acme", member="ana", ttl_seconds=-60)
-    payload = {"item_id": "m-1", "base_revision": 1, "moved_to": "c-1", "to_scope": "shared",
-               "follows": "acme/shared move-0001"}
-    issued = CommandEnvelope(command_id=MASTER.issued_id("acme/member:ana", expired, payload),
-                             type="ForgetMoved", token=expired, stream_id="acme/member:ana",
-                             payload=payload)
+    payload = {
+        "item_id": "m-1",
+        "base_revision": 1,
+        "moved_to": "c-1",
+        "to_scope": "shared",
+        "follows": "acme/shared move-0001",
+    }
+    issued = CommandEnvelope(
+        command_id=MASTER.issued_id("acme/member:ana", expired, payload),
+        type="ForgetMoved",
+        token=expired,
+        stream_id="acme/member:ana",
+        payload=payload,
+    )
     principal, cmd = authorise(verifier, issued, {}, time.time(), (0, 1), MASTER)
     assert principal.member == "ana" and isinstance(cmd, c.ForgetMoved)
     other = mint_token(dev_secret(), org="acme", member="ana", ttl_seconds=60)
-    for forged in (issued.model_copy(update={"command_id": "issued-" + "0" * 32}),
-                   issued.model_copy(update={"payload": {**payload, "moved_to": "c-2"}}),
-                   issued.model_copy(update={"token": other})):  # sent again, another token
+    for forged in (
+        issued.model_copy(update={"command_id": "issued-" + "0" * 32}),
+        issued.model_copy(update={"payload": {**payload, "moved_to": "c-2"}}),
+        issued.model_copy(update={"token": other}),
+    ):  # sent again, another token
         with pytest.raises(Forbidden, match="the command service's own"):
             authorise(verifier, forged, {}, time.time(), (0, 1), MASTER)
-    plain = CommandEnvelope(command_id="forget-0001", type="ForgetMemory", token=expired,
-                            stream_id="acme/member:ana", payload={"item_id": "m-1"})
+    plain = CommandEnvelope(
+        command_id="forget-0001",
+        type="ForgetMemory",
+        token=expired,
+        stream_id="acme/member:ana",
+        payload={"item_id": "m-1"},
+    )
     with pytest.raises(Unauthenticated, match="expired"):  # any other command's must hold
         authorise(verifier, plain, {}, time.time(), (0, 1), MASTER)
 
@@ -119,12 +163,22 @@ def test_the_forget_erases_only_the_revision_copied_and_counts_the_text_as_moved
     private = StreamState("acme/member:ana")
     ana = make_context()
     [saved] = run(private, c.RememberMemory(content="Deploys need two approvals."), ana)
-    stale = c.ForgetMoved(item_id=saved.item_id, base_revision=2, moved_to="copy-1",
-                          to_scope="shared", follows="acme/shared move-0001")
+    stale = c.ForgetMoved(
+        item_id=saved.item_id,
+        base_revision=2,
+        moved_to="copy-1",
+        to_scope="shared",
+        follows="acme/shared move-0001",
+    )
     with pytest.raises(Conflict, match="at revision 1, not 2"):
         run(private, stale, ana)  # changed since the move read it: kept, nothing erased
-    moved = c.ForgetMoved(item_id=saved.item_id, base_revision=1, moved_to="copy-1",
-                          to_scope="shared", follows="acme/shared move-0001")
+    moved = c.ForgetMoved(
+        item_id=saved.item_id,
+        base_revision=1,
+        moved_to="copy-1",
+        to_scope="shared",
+        follows="acme/shared move-0001",
+    )
     [gone] = run(private, moved, ana)
     assert isinstance(gone, MemoryForgotten) and gone.moved_to == "copy-1"
     assert gone.reason == "moved to the shared scope as copy-1"
@@ -167,8 +221,11 @@ def test_a_teammates_shared_memory_moves_only_for_its_author_or_an_admin() -> No
     private = StreamState("acme/member:ana")
     with pytest.raises(Forbidden, match="is bob's"):
         run(private, moving(scope="private", from_scope="shared"), into("member:ana", bobs))
-    [copied] = run(private, moving(scope="private", from_scope="shared"),
-                   into("member:ana", bobs, is_admin=True))
+    [copied] = run(
+        private,
+        moving(scope="private", from_scope="shared"),
+        into("member:ana", bobs, is_admin=True),
+    )
     assert isinstance(copied, MemoryRemembered)
 
 
@@ -177,10 +234,14 @@ def test_text_the_scope_holds_or_forgot_is_not_moved_in_unless_meant() -> None:
     ana = make_context(scope="shared")
     # A candidate of the text first does not hide the active memory that holds it (QA:
     # the move answered 200 and moved nothing).
-    run(shared, c.RememberMemory(content="Deploys need two approvals.", scope="shared",
-                                 candidate=True), ana)
-    [held] = run(shared, c.RememberMemory(content="Deploys need two approvals.", scope="shared"),
-                 ana)
+    run(
+        shared,
+        c.RememberMemory(content="Deploys need two approvals.", scope="shared", candidate=True),
+        ana,
+    )
+    [held] = run(
+        shared, c.RememberMemory(content="Deploys need two approvals.", scope="shared"), ana
+    )
     with pytest.raises(Conflict, match=f"as memory {held.item_id}: forget memory m-1 instead"):
         run(shared, moving(), into("shared", source()))
     run(shared, c.ForgetMemory(item_id=held.item_id, scope="shared"), ana)
@@ -196,8 +257,13 @@ def test_a_key_the_scope_holds_refuses_the_move() -> None:
     shared = StreamState("acme/shared")
     bob = make_context(scope="shared", member="bob")
     for kind in ("decision", "fact"):
-        [held] = run(shared, c.RememberMemory(content=f"Deploys: one approval ({kind}).",
-                                              kind=kind, key="deploys", scope="shared"), bob)
+        [held] = run(
+            shared,
+            c.RememberMemory(
+                content=f"Deploys: one approval ({kind}).", kind=kind, key="deploys", scope="shared"
+            ),
+            bob,
+        )
         with pytest.raises(Conflict, match=f"memory {held.item_id} holds this memory's key"):
             run(shared, moving(), into("shared", source(key="deploys")))
         run(shared, c.ForgetMemory(item_id=held.item_id, scope="shared"), bob)
@@ -207,21 +273,20 @@ def test_a_key_the_scope_holds_refuses_the_move() -> None:
 
 def test_a_moved_memory_keeps_its_expiry() -> None:
     later = datetime(2026, 6, 1, tzinfo=UTC)
-    [copied] = run(StreamState("acme/shared"), moving(),
-                   into("shared", source(expires_at=later)))
+    [copied] = run(StreamState("acme/shared"), moving(), into("shared", source(expires_at=later)))
     assert isinstance(copied, MemoryRemembered) and copied.expires_at == later
 
 
 def test_what_a_command_sends_on_is_a_moves_forget_or_its_undo() -> None:
     """The writer sends what these say, in the transaction of the command they follow."""
     ana = Principal(org="acme", member="ana")
-    env = CommandEnvelope(command_id="move-0003", type="MoveMemory", token="t",
-                          stream_id="acme/shared", payload={})
+    env = CommandEnvelope(
+        command_id="move-0003", type="MoveMemory", token="t", stream_id="acme/shared", payload={}
+    )
     [copied] = run(StreamState("acme/shared"), moving(), into("shared", source()))
     forget = after_decision(moving(), env, ana, [copied], MASTER.issued_id)
     assert forget is not None and forget.stream_id == "acme/member:ana"
-    assert after_decision(c.PinMemory(item_id="m-1"), env, ana, [copied],
-                          MASTER.issued_id) is None
+    assert after_decision(c.PinMemory(item_id="m-1"), env, ana, [copied], MASTER.issued_id) is None
     refused = c.ForgetMoved.model_validate(forget.payload)
     undo = after_refusal(refused, forget, ana, MASTER.issued_id)
     assert undo is not None and (undo.stream_id, undo.payload["undo"]) == ("acme/shared", True)
@@ -236,8 +301,20 @@ def test_a_moved_memorys_earlier_texts_count_as_forgotten_where_it_was() -> None
     text; only the text it moved with lives on."""
     private = StreamState("acme/member:ana")
     [saved] = run(private, c.RememberMemory(content="Deploys need one approval."))
-    run(private, c.CorrectMemory(item_id=saved.item_id, base_revision=1,
-                                 content="Deploys need two approvals."))
-    run(private, c.ForgetMoved(item_id=saved.item_id, base_revision=2, moved_to="copy-1",
-                               to_scope="shared", follows="acme/shared move-0004"))
+    run(
+        private,
+        c.CorrectMemory(
+            item_id=saved.item_id, base_revision=1, content="Deploys need two approvals."
+        ),
+    )
+    run(
+        private,
+        c.ForgetMoved(
+            item_id=saved.item_id,
+            base_revision=2,
+            moved_to="copy-1",
+            to_scope="shared",
+            follows="acme/shared move-0004",
+        ),
+    )
     assert private.forgotten_hashes == {"h:deploys need one approval."}

@@ -27,48 +27,85 @@ SLOT = st.integers(min_value=0, max_value=3)  # which known item a command targe
 
 @st.composite
 def steps(draw: Any) -> tuple[str, dict[str, Any]]:
-    kind = draw(st.sampled_from(["remember", "correct", "restore", "undo", "pin", "disable",
-                                 "archive", "unarchive", "confirm", "forget", "clear",
-                                 "link", "unlink", "relabel"]))
-    return kind, {"slot": draw(SLOT), "text": draw(TEXTS), "agent": draw(st.booleans()),
-                  "stale": draw(st.booleans()), "flag": draw(st.booleans()),
-                  "other": draw(SLOT), "run": draw(st.sampled_from([None, "r1", "r2"]))}
+    kind = draw(
+        st.sampled_from(
+            [
+                "remember",
+                "correct",
+                "restore",
+                "undo",
+                "pin",
+                "disable",
+                "archive",
+                "unarchive",
+                "confirm",
+                "forget",
+                "clear",
+                "link",
+                "unlink",
+                "relabel",
+            ]
+        )
+    )
+    return kind, {
+        "slot": draw(SLOT),
+        "text": draw(TEXTS),
+        "agent": draw(st.booleans()),
+        "stale": draw(st.booleans()),
+        "flag": draw(st.booleans()),
+        "other": draw(SLOT),
+        "run": draw(st.sampled_from([None, "r1", "r2"])),
+    }
 
 
-def build(kind: str, a: dict[str, Any], item_id: str, state: StreamState,
-          other_id: str) -> c.Command:
+def build(
+    kind: str, a: dict[str, Any], item_id: str, state: StreamState, other_id: str
+) -> c.Command:
     current = state.items[item_id].revision if item_id in state.items else 1
     base = current - 1 if a["stale"] and current > 1 else current
     return {
-        "remember": lambda: c.RememberMemory(content=a["text"], candidate=a["flag"],
-                                             resave_forgotten=True, run_id=a["run"]),
-        "correct": lambda: c.CorrectMemory(item_id=item_id, base_revision=base,
-                                           content=a["text"], run_id=a["run"]),
+        "remember": lambda: c.RememberMemory(
+            content=a["text"], candidate=a["flag"], resave_forgotten=True, run_id=a["run"]
+        ),
+        "correct": lambda: c.CorrectMemory(
+            item_id=item_id, base_revision=base, content=a["text"], run_id=a["run"]
+        ),
         "restore": lambda: c.RestoreRevision(item_id=item_id, base_revision=base, revision=1),
         "undo": lambda: c.UndoChange(item_id=item_id, base_revision=base),
         "pin": lambda: c.PinMemory(item_id=item_id, pinned=a["flag"]),
-        "relabel": lambda: c.RelabelMemory(item_id=item_id, base_revision=base,
-                                           kind="fact" if a["flag"] else None,
-                                           tags=(a["run"] or "t",)),
+        "relabel": lambda: c.RelabelMemory(
+            item_id=item_id,
+            base_revision=base,
+            kind="fact" if a["flag"] else None,
+            tags=(a["run"] or "t",),
+        ),
         "disable": lambda: c.DisableMemory(item_id=item_id, disabled=a["flag"]),
         "archive": lambda: c.ArchiveMemory(item_id=item_id),
         "unarchive": lambda: c.UnarchiveMemory(item_id=item_id),
         "confirm": lambda: c.ConfirmCandidate(item_id=item_id),
         "forget": lambda: c.ForgetMemory(item_id=item_id),
         "clear": lambda: c.ClearMemories(confirm=a["flag"]),
-        "link": lambda: c.LinkMemory(item_id=item_id, target_id=other_id,
-                                     kind="related" if a["flag"] else "depends-on",
-                                     weight=0.5 if a["stale"] else None),
-        "unlink": lambda: c.UnlinkMemory(item_id=item_id, target_id=other_id,
-                                         kind="related" if a["flag"] else "depends-on"),
+        "link": lambda: c.LinkMemory(
+            item_id=item_id,
+            target_id=other_id,
+            kind="related" if a["flag"] else "depends-on",
+            weight=0.5 if a["stale"] else None,
+        ),
+        "unlink": lambda: c.UnlinkMemory(
+            item_id=item_id, target_id=other_id, kind="related" if a["flag"] else "depends-on"
+        ),
     }[kind]()
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps(), min_size=1, max_size=40), st.one_of(st.none(), st.integers(1, 3)),
-       st.one_of(st.none(), st.integers(1, 3)))
-def test_invariants_hold_for_any_command_sequence(sequence: list[Any], keep: int | None,
-                                                  cap: int | None) -> None:
+@given(
+    st.lists(steps(), min_size=1, max_size=40),
+    st.one_of(st.none(), st.integers(1, 3)),
+    st.one_of(st.none(), st.integers(1, 3)),
+)
+def test_invariants_hold_for_any_command_sequence(
+    sequence: list[Any], keep: int | None, cap: int | None
+) -> None:
     state = StreamState("acme/member:ana")
     ids: list[str] = []
     proposed: dict[str, int] = {}  # run -> the candidates it proposed

@@ -29,15 +29,19 @@ def ctx(member: str, **kw: object) -> Context:
 
 
 def anas_memory(state: StreamState) -> str:
-    [saved] = run(state, c.RememberMemory(content="Standup is at 9:30.", scope="shared"),
-                  ctx("ana"))
+    [saved] = run(
+        state, c.RememberMemory(content="Standup is at 9:30.", scope="shared"), ctx("ana")
+    )
     return saved.item_id
 
 
 def propose(state: StreamState, item: str, member: str = "bob", **kw: object) -> str:
-    cmd = c.ProposeChange(item_id=item, base_revision=state.items[item].revision,
-                          reason="it moved", **{"change": "correct",
-                                                "content": "Standup is at 10:00.", **kw})
+    cmd = c.ProposeChange(
+        item_id=item,
+        base_revision=state.items[item].revision,
+        reason="it moved",
+        **{"change": "correct", "content": "Standup is at 10:00.", **kw},
+    )
     [proposed] = run(state, cmd, ctx(member))
     assert isinstance(proposed, ChangeProposed)
     return proposed.proposal_id
@@ -47,17 +51,22 @@ def test_a_teammates_shared_memory_changes_only_through_a_proposal() -> None:
     state = StreamState("acme/shared")
     item = anas_memory(state)
     assert state.items[item].author == "ana"
-    for cmd in (c.CorrectMemory(item_id=item, base_revision=1, content="x", scope="shared"),
-                c.ArchiveMemory(item_id=item, scope="shared"),
-                c.RestoreRevision(item_id=item, base_revision=1, revision=1, scope="shared"),
-                c.PinMemory(item_id=item, scope="shared"),
-                c.DisableMemory(item_id=item, scope="shared")):
+    for cmd in (
+        c.CorrectMemory(item_id=item, base_revision=1, content="x", scope="shared"),
+        c.ArchiveMemory(item_id=item, scope="shared"),
+        c.RestoreRevision(item_id=item, base_revision=1, revision=1, scope="shared"),
+        c.PinMemory(item_id=item, scope="shared"),
+        c.DisableMemory(item_id=item, scope="shared"),
+    ):
         with pytest.raises(ProposalRequired) as err:
             run(state, cmd, ctx("bob"))
         assert err.value.extra == {"item_id": item, "author": "ana"}
     # Its author and an admin change it at once.
-    assert run(state, c.CorrectMemory(item_id=item, base_revision=1, content="y",
-                                      scope="shared"), ctx("ana"))
+    assert run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="y", scope="shared"),
+        ctx("ana"),
+    )
     assert run(state, c.PinMemory(item_id=item, scope="shared"), ctx("ana"))
     assert run(state, c.ArchiveMemory(item_id=item, scope="shared"), ctx("cy", is_admin=True))
 
@@ -66,8 +75,11 @@ def test_a_memory_saved_before_authors_were_recorded_stays_open_to_all() -> None
     state = StreamState("acme/shared")
     item = anas_memory(state)
     state.items[item].author = None
-    assert run(state, c.CorrectMemory(item_id=item, base_revision=1, content="z",
-                                      scope="shared"), ctx("bob"))
+    assert run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="z", scope="shared"),
+        ctx("bob"),
+    )
 
 
 def test_a_merged_correction_becomes_the_next_revision_with_the_proposed_text() -> None:
@@ -105,12 +117,18 @@ def test_a_merge_never_makes_a_second_memory_active_under_one_key(away: str, bac
     """QA: a merged unarchive or enable made a memory active beside the one that took its
     key meanwhile, which a direct unarchive or enable refuses (409 held_by)."""
     state = StreamState("acme/shared")
-    [office] = run(state, c.RememberMemory(content="The office is in Berlin.", key="office",
-                                           scope="shared"), ctx("bob"))
+    [office] = run(
+        state,
+        c.RememberMemory(content="The office is in Berlin.", key="office", scope="shared"),
+        ctx("bob"),
+    )
     pid = propose(state, office.item_id, member="ana", change=away, content=None)
     run(state, c.MergeProposal(proposal_id=pid), ctx("bob"))
-    [paris] = run(state, c.RememberMemory(content="The office is in Paris.", key="office",
-                                          scope="shared"), ctx("bob"))
+    [paris] = run(
+        state,
+        c.RememberMemory(content="The office is in Paris.", key="office", scope="shared"),
+        ctx("bob"),
+    )
     pid = propose(state, office.item_id, member="ana", change=back, content=None)
     with pytest.raises(Conflict) as refused:
         run(state, c.MergeProposal(proposal_id=pid), ctx("bob"))
@@ -131,8 +149,9 @@ def test_a_merge_the_scope_overtook_is_outdated_and_applies_nothing() -> None:
     run(state, c.ForgetMemory(item_id=newer.item_id), ctx("ana"))
     [resolved] = run(state, c.MergeProposal(proposal_id=archive), ctx("ana"))
     assert isinstance(resolved, Resolved) and resolved.status == "outdated"
-    [saved] = run(state, c.RememberMemory(content="Standup is at 10:00 sharp.", scope="shared"),
-                  ctx("ana"))
+    [saved] = run(
+        state, c.RememberMemory(content="Standup is at 10:00 sharp.", scope="shared"), ctx("ana")
+    )
     run(state, c.ForgetMemory(item_id=saved.item_id), ctx("ana"))
     [resolved] = run(state, c.MergeProposal(proposal_id=correct), ctx("ana"))
     assert isinstance(resolved, Resolved) and resolved.status == "outdated"
@@ -156,8 +175,10 @@ def test_pin_and_status_proposals_apply_once_merged() -> None:
     pid = propose(state, item, change="disable", content=None)
     disabled, _ = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
     assert isinstance(disabled, MemoryStatusChanged) and disabled.status == "disabled"
-    for change, check in (("enable", lambda: state.items[item].status == "active"),
-                          ("unpin", lambda: not state.items[item].pinned)):
+    for change, check in (
+        ("enable", lambda: state.items[item].status == "active"),
+        ("unpin", lambda: not state.items[item].pinned),
+    ):
         pid = propose(state, item, change=change, content=None)
         run(state, c.MergeProposal(proposal_id=pid), ctx("cy", is_admin=True))
         assert check()
@@ -168,8 +189,11 @@ def test_a_proposal_on_a_changed_memory_is_outdated_and_applies_nothing() -> Non
     state = StreamState("acme/shared")
     item = anas_memory(state)
     pid = propose(state, item)
-    run(state, c.CorrectMemory(item_id=item, base_revision=1, content="9:45 now",
-                               scope="shared"), ctx("ana"))
+    run(
+        state,
+        c.CorrectMemory(item_id=item, base_revision=1, content="9:45 now", scope="shared"),
+        ctx("ana"),
+    )
     [resolved] = run(state, c.MergeProposal(proposal_id=pid), ctx("ana"))
     assert isinstance(resolved, Resolved) and resolved.status == "outdated"
     assert state.items[item].revision == 2
@@ -209,14 +233,21 @@ def test_proposals_are_for_the_shared_scope_and_must_fit_their_change() -> None:
     state = StreamState("acme/member:ana")
     [saved] = run(state, c.RememberMemory(content="mine"), make_context())
     with pytest.raises(InvalidCommand, match="shared scope"):
-        run(state, c.ProposeChange(item_id=saved.item_id, change="archive", base_revision=1,
-                                   reason="r", scope="private"), make_context())
+        run(
+            state,
+            c.ProposeChange(
+                item_id=saved.item_id,
+                change="archive",
+                base_revision=1,
+                reason="r",
+                scope="private",
+            ),
+            make_context(),
+        )
     with pytest.raises(ValueError, match="content"):
-        c.ProposeChange(item_id="i", change="archive", base_revision=1, reason="r",
-                        content="x")
+        c.ProposeChange(item_id="i", change="archive", base_revision=1, reason="r", content="x")
     with pytest.raises(ValueError):
-        c.ProposeChange(item_id="i", change="correct", base_revision=1, reason="",
-                        content="x")
+        c.ProposeChange(item_id="i", change="correct", base_revision=1, reason="", content="x")
 
 
 def test_forgetting_a_memory_voids_its_proposals_and_their_text() -> None:
@@ -245,10 +276,12 @@ def test_a_teammates_shared_memory_is_forgotten_only_by_its_author_or_an_admin()
 
 def test_a_teammate_may_dismiss_a_candidate_as_they_may_confirm_one() -> None:
     state = StreamState("acme/shared")
-    [candidate] = run(state, c.RememberMemory(content="Lunch is at noon.", scope="shared",
-                                              candidate=True), ctx("ana"))
-    assert run(state, c.DismissCandidate(item_id=candidate.item_id, scope="shared"),
-               ctx("bob"))
+    [candidate] = run(
+        state,
+        c.RememberMemory(content="Lunch is at noon.", scope="shared", candidate=True),
+        ctx("ana"),
+    )
+    assert run(state, c.DismissCandidate(item_id=candidate.item_id, scope="shared"), ctx("bob"))
 
 
 def test_an_agent_changes_a_shared_fact_only_by_a_proposal_unless_asked_for_everyone() -> None:
@@ -258,25 +291,43 @@ def test_an_agent_changes_a_shared_fact_only_by_a_proposal_unless_asked_for_ever
     state = StreamState("acme/shared")
     item = anas_memory(state)
     agent = ctx("ana", is_agent=True)
-    for cmd in (c.ArchiveMemory(item_id=item, scope="shared"),
-                c.PinMemory(item_id=item, scope="shared"),
-                c.DisableMemory(item_id=item, scope="shared")):
+    for cmd in (
+        c.ArchiveMemory(item_id=item, scope="shared"),
+        c.PinMemory(item_id=item, scope="shared"),
+        c.DisableMemory(item_id=item, scope="shared"),
+    ):
         with pytest.raises(ProposalRequired, match="only when its user's message asks"):
             run(state, cmd, agent)
     with pytest.raises(ProposalRequired, match="only when its user's message asks"):
-        run(state, c.RelabelMemory(item_id=item, base_revision=1, kind="decision",
-                                   scope="shared"), agent)
-    asked = c.CorrectMemory(item_id=item, base_revision=1, content="Standup is at 9:45.",
-                            scope="shared",
-                            user_message="Update it for everyone: standup is at 9:45.")
+        run(
+            state,
+            c.RelabelMemory(item_id=item, base_revision=1, kind="decision", scope="shared"),
+            agent,
+        )
+    asked = c.CorrectMemory(
+        item_id=item,
+        base_revision=1,
+        content="Standup is at 9:45.",
+        scope="shared",
+        user_message="Update it for everyone: standup is at 9:45.",
+    )
     [revised] = run(state, asked, agent)
     assert isinstance(revised, MemoryRevised)  # the message asked, for everyone
-    [proposed] = run(state, c.ProposeChange(item_id=item, base_revision=2, change="pin",
-                                            reason="the team reads it daily", scope="shared"),
-                     agent)
+    [proposed] = run(
+        state,
+        c.ProposeChange(
+            item_id=item,
+            base_revision=2,
+            change="pin",
+            reason="the team reads it daily",
+            scope="shared",
+        ),
+        agent,
+    )
     assert isinstance(proposed, ChangeProposed)
-    [pinned, merged] = run(state, c.MergeProposal(proposal_id=proposed.proposal_id,
-                                                  scope="shared"), ctx("ana"))
+    [pinned, merged] = run(
+        state, c.MergeProposal(proposal_id=proposed.proposal_id, scope="shared"), ctx("ana")
+    )
     assert isinstance(pinned, MemoryPinned) and isinstance(merged, Resolved)
 
 
@@ -285,24 +336,30 @@ def test_a_relabel_proposal_changes_the_kind_and_tags_once_merged() -> None:
     is a proposal too. Its tags are sealed under the memory's key, as its labels are."""
     state = StreamState("acme/shared")
     item = anas_memory(state)
-    run(state, c.RelabelMemory(item_id=item, base_revision=1, tags=("ops",), scope="shared"),
-        ctx("ana"))
+    run(
+        state,
+        c.RelabelMemory(item_id=item, base_revision=1, tags=("ops",), scope="shared"),
+        ctx("ana"),
+    )
     with pytest.raises(Conflict, match="the relabel changes nothing"):
         propose(state, item, change="relabel", content=None, kind="note", tags=("ops",))
-    pid = propose(state, item, change="relabel", content=None, kind="decision",
-                  tags=("meetings", "ops"))
+    pid = propose(
+        state, item, change="relabel", content=None, kind="decision", tags=("meetings", "ops")
+    )
     proposed = state.proposals[pid]  # type: ignore[index]
     assert proposed.kind == "decision" and proposed.tags is not None
     assert unseal(proposed.tags) == '["meetings", "ops"]'
-    [relabeled, merged] = run(state, c.MergeProposal(proposal_id=pid, scope="shared"),
-                              ctx("ana"))
+    [relabeled, merged] = run(state, c.MergeProposal(proposal_id=pid, scope="shared"), ctx("ana"))
     assert isinstance(relabeled, MemoryRelabeled) and isinstance(merged, Resolved)
     assert (state.items[item].kind, state.items[item].revision) == ("decision", 3)
     assert labels_of(relabeled).tags == ("meetings", "ops")
     # Only the kind: the tags stay; a proposal the memory has already merges as nothing.
     pid = propose(state, item, change="relabel", content=None, kind="fact")
-    run(state, c.RelabelMemory(item_id=item, base_revision=3, kind="decision", scope="shared"),
-        ctx("ana"))  # nothing changes: still revision 3
+    run(
+        state,
+        c.RelabelMemory(item_id=item, base_revision=3, kind="decision", scope="shared"),
+        ctx("ana"),
+    )  # nothing changes: still revision 3
     [relabeled, _] = run(state, c.MergeProposal(proposal_id=pid, scope="shared"), ctx("ana"))
     assert isinstance(relabeled, MemoryRelabeled) and relabeled.kind == "fact"
     assert labels_of(relabeled).tags == ("meetings", "ops")
@@ -322,8 +379,13 @@ def test_a_person_changes_its_own_shared_memory_directly_not_by_a_proposal() -> 
     item = anas_memory(state)
     for who in (ctx("ana"), ctx("cy", is_admin=True)):
         with pytest.raises(InvalidCommand, match="change it directly"):
-            run(state, c.ProposeChange(item_id=item, base_revision=1, change="pin",
-                                       reason="mine", scope="shared"), who)
+            run(
+                state,
+                c.ProposeChange(
+                    item_id=item, base_revision=1, change="pin", reason="mine", scope="shared"
+                ),
+                who,
+            )
 
 
 def test_an_agent_neither_forgets_a_shared_fact_nor_clears_the_shared_scope() -> None:
@@ -334,6 +396,9 @@ def test_an_agent_neither_forgets_a_shared_fact_nor_clears_the_shared_scope() ->
     with pytest.raises(Forbidden, match="a person forgets it"):
         run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana", is_agent=True))
     with pytest.raises(Forbidden, match="a person with the admin role"):
-        run(state, c.ClearMemories(confirm=True, scope="shared"),
-            ctx("ana", is_agent=True, is_admin=True))
+        run(
+            state,
+            c.ClearMemories(confirm=True, scope="shared"),
+            ctx("ana", is_agent=True, is_admin=True),
+        )
     assert run(state, c.ForgetMemory(item_id=item, scope="shared"), ctx("ana"))

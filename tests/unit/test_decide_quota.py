@@ -62,8 +62,10 @@ def test_an_org_whose_memory_is_off_takes_no_agents_command_but_its_peoples() ->
     off = replace(make_context(), memory=False)
     [saved] = run(state, c.RememberMemory(content="Kept."), off)  # a person still may
     agent = replace(make_context(is_agent=True), memory=False)
-    for cmd in (c.RememberMemory(content="x", user_message="remember x"),
-                c.PinMemory(item_id=saved.item_id, pinned=True)):
+    for cmd in (
+        c.RememberMemory(content="x", user_message="remember x"),
+        c.PinMemory(item_id=saved.item_id, pinned=True),
+    ):
         with pytest.raises(MemoryOff) as refused:
             run(state, cmd, agent)
         assert refused.value.rejection().status == 403

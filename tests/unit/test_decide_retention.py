@@ -72,6 +72,9 @@ def test_retention_after_a_commands_own_events_leaves_its_answer_on_its_memory()
     new = events[1].item_id
     assert new != held.item_id
     assert state.results["cmd-july"] == {
-        "item_id": new, "revision": 1, "status": "active", "seq": state.seq,
+        "item_id": new,
+        "revision": 1,
+        "status": "active",
+        "seq": state.seq,
         "generation": state.generation,
     }

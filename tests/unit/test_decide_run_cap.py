@@ -25,8 +25,7 @@ def agent(cap: int | None = c.MAX_CANDIDATES_PER_RUN) -> Context:
 
 def propose(state: StreamState, run_id: str | None, ctx: Context, n: int = 1) -> None:
     for i in range(n):
-        [saved] = run(state, c.RememberMemory(content=f"guess {state.seq} {i}", run_id=run_id),
-                      ctx)
+        [saved] = run(state, c.RememberMemory(content=f"guess {state.seq} {i}", run_id=run_id), ctx)
         assert isinstance(saved, MemoryRemembered) and saved.status == "candidate"
 
 
@@ -40,8 +39,11 @@ def test_a_run_proposes_at_most_three_candidates_by_default() -> None:
     # Another run, a save from no run, and a save the user asked for are not held back.
     propose(state, "run-2", agent())
     propose(state, None, agent(), n=4)
-    [confirmed] = run(state, c.RememberMemory(content="the VPN rotates on Fridays",
-                                              user_message=ASKED, run_id="run-1"), agent())
+    [confirmed] = run(
+        state,
+        c.RememberMemory(content="the VPN rotates on Fridays", user_message=ASKED, run_id="run-1"),
+        agent(),
+    )
     assert isinstance(confirmed, MemoryRemembered) and confirmed.status == "active"
     assert confirmed.run_id is None and state.candidates_of("run-1") == 3
 
@@ -59,8 +61,9 @@ def test_an_inferred_correction_is_a_candidate_of_its_run_too() -> None:
     state = StreamState("acme/member:ana")
     [fact] = run(state, c.RememberMemory(content="The budget is 1500 EUR."), make_context())
     propose(state, "run-1", agent(cap=1))
-    correction = c.CorrectMemory(item_id=fact.item_id, base_revision=1,
-                                 content="The budget is 2000 EUR.", run_id="run-1")
+    correction = c.CorrectMemory(
+        item_id=fact.item_id, base_revision=1, content="The budget is 2000 EUR.", run_id="run-1"
+    )
     with pytest.raises(CandidateLimitReached):
         run(state, correction, agent(cap=1))
     [candidate] = run(state, correction, agent(cap=2))
@@ -74,8 +77,9 @@ def test_the_counts_come_from_the_log_and_keep_the_last_runs(
     monkeypatch.setattr(state_module, "RUNS_KEPT", 2)
     state, replayed = StreamState("acme/member:ana"), StreamState("acme/member:ana")
     for run_id in ("a", "b", "a", "c"):
-        for event in decide(state, c.RememberMemory(content=f"x {state.seq}", run_id=run_id),
-                            agent()):
+        for event in decide(
+            state, c.RememberMemory(content=f"x {state.seq}", run_id=run_id), agent()
+        ):
             evolve(state, state.seq + 1, f"cmd-{state.seq + 1}", event)
             evolve(replayed, replayed.seq + 1, f"cmd-{replayed.seq + 1}", event)
     # "b" was the run used longest ago: it left the count.

@@ -199,8 +199,12 @@ def test_settings_read_the_seed_names_and_turn_ai_off_at_zero() -> None:
 def test_the_models_key_is_a_short_lowercase_name_or_none() -> None:
     body = reply(
         [
-            {"content": "Budget is 2000.", "kind": "fact", "evidence": "2000",
-             "key": " Trip  Budget"},
+            {
+                "content": "Budget is 2000.",
+                "kind": "fact",
+                "evidence": "2000",
+                "key": " Trip  Budget",
+            },
             {"content": "Likes tea.", "kind": "preference", "evidence": "tea", "key": None},
             {"content": "Editor is vim.", "kind": "fact", "evidence": "vim", "key": "x" * 101},
             {"content": "Lives in Oslo.", "kind": "fact", "evidence": "Oslo", "key": 7},

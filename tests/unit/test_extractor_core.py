@@ -532,25 +532,42 @@ def test_an_agents_memory_is_proposed_only_lasting_experience() -> None:
     agent_turn = turn().model_copy(update={"scope": "agent"})
     kept = proposals(agent_turn, key("acme/agent:helper"), "rules", found, NOW)
     assert [RememberMemory.model_validate(e.payload).kind for e in kept] == [
-        "procedure", "preference"]
+        "procedure",
+        "preference",
+    ]
     assert len({e.command_id for e in kept}) == 2
     assert len(proposals(turn(), key("acme/member:ana"), "rules", found, NOW)) == 3
 
 
-@pytest.mark.parametrize("text", [  # QA: names of a config's or a shell's kind
-    "DB_PASSWORD=hunter2", "SMTP_PASS=hunter2", "db_password: hunter2",
-    "ADMIN_PASSWORD is hunter2", "dbPassword=hunter2", "adminPassword: hunter2",
-    "PGPASSWORD=hunter2 psql", "MYSQL_PWD=hunter2 mysql", "export GITHUB_TOKEN=abcdefghijklmnop",
-    "STRIPE_SECRET=abcdefghijklmnop", "AWS_SECRET_ACCESS_KEY=abcdefgh", "WIFI_PSK=sunshine99",
-])
+@pytest.mark.parametrize(
+    "text",
+    [  # QA: names of a config's or a shell's kind
+        "DB_PASSWORD=hunter2",
+        "SMTP_PASS=hunter2",
+        "db_password: hunter2",
+        "ADMIN_PASSWORD is hunter2",
+        "dbPassword=hunter2",
+        "adminPassword: hunter2",
+        "PGPASSWORD=hunter2 psql",
+        "MYSQL_PWD=hunter2 mysql",
+        "export GITHUB_TOKEN=abcdefghijklmnop",
+        "STRIPE_SECRET=abcdefghijklmnop",
+        "AWS_SECRET_ACCESS_KEY=abcdefgh",
+        "WIFI_PSK=sunshine99",
+    ],
+)
 def test_a_secret_assigned_to_a_name_that_says_so_gives_access(text: str) -> None:
     assert gives_access(text)
 
 
-@pytest.mark.parametrize("text", [
-    "MAX_TOKENS is 4096 in our config.",
-    "The password_policy page is in the wiki.", "Our API_VERSION=2024-01 is current.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MAX_TOKENS is 4096 in our config.",
+        "The password_policy page is in the wiki.",
+        "Our API_VERSION=2024-01 is current.",
+    ],
+)
 def test_a_name_that_holds_no_secret_is_a_fact(text: str) -> None:
     assert not gives_access(text)
 

@@ -44,16 +44,32 @@ class NoPublisher:
 
 
 def record(value: bytes, topic: str = topics.CONVERSATIONS) -> ConsumerRecord[bytes, bytes]:
-    return ConsumerRecord(topic=topic, partition=0, offset=7, timestamp=0, timestamp_type=1,
-                          key=b"acme/member:ana", value=value, checksum=None,
-                          serialized_key_size=15, serialized_value_size=len(value), headers=[])
+    return ConsumerRecord(
+        topic=topic,
+        partition=0,
+        offset=7,
+        timestamp=0,
+        timestamp_type=1,
+        key=b"acme/member:ana",
+        value=value,
+        checksum=None,
+        serialized_key_size=15,
+        serialized_value_size=len(value),
+        headers=[],
+    )
 
 
 async def turn_letter(value: bytes) -> str:
     settings = CommonSettings.model_validate(
-        {"ENGRAM_JWT_SECRET": "a-development-secret-of-at-least-32-bytes"})
-    extractor = TurnExtractor(TokenVerifier(settings), NoPublisher(),  # type: ignore[arg-type]
-                              None, lambda: datetime.now(UTC), MASTER)
+        {"ENGRAM_JWT_SECRET": "a-development-secret-of-at-least-32-bytes"}
+    )
+    extractor = TurnExtractor(
+        TokenVerifier(settings),
+        NoPublisher(),  # type: ignore[arg-type]
+        None,
+        lambda: datetime.now(UTC),
+        MASTER,
+    )
     extractor.follower = letters = Letters()  # type: ignore[assignment]
     await extractor.handle_batch(None, [record(value)])  # type: ignore[arg-type]
     [error] = letters.errors
@@ -72,13 +88,20 @@ async def test_a_turn_that_is_no_json_is_lettered_without_its_words() -> None:
 
 
 async def test_a_turn_with_wrong_fields_names_them_but_not_their_values() -> None:
-    wrong = TURN | {"completed_at": "hunter2", "scope": "Smith",
-                    "surprise: " + WORDS: "x", "sources": ["hunter2" * 20]}
+    wrong = TURN | {
+        "completed_at": "hunter2",
+        "scope": "Smith",
+        "surprise: " + WORDS: "x",
+        "sources": ["hunter2" * 20],
+    }
     error = await turn_letter(json.dumps(wrong).encode())
     assert error.startswith("undecodable conversation turn: ")
-    for said in ("completed_at: Input should be a valid datetime",
-                 "scope: Input should be 'private'", "(an unknown field): Extra inputs",
-                 "sources: Value error, each source id must have 1 to 100 characters"):
+    for said in (
+        "completed_at: Input should be a valid datetime",
+        "scope: Input should be 'private'",
+        "(an unknown field): Extra inputs",
+        "sources: Value error, each source id must have 1 to 100 characters",
+    ):
         assert said in error, error
     assert_holds_no_input(error)
 
@@ -101,13 +124,24 @@ async def test_a_turn_of_thousands_of_faults_is_told_in_a_few() -> None:
 async def test_an_undecodable_event_is_lettered_without_its_text() -> None:
     """Events written before labels were sealed carry a memory's key and sources in plain."""
     event = {
-        "event_id": "e-1", "type": "MemoryRemembered", "stream_id": "acme/member:ana",
-        "seq": 3, "command_id": "c-1", "occurred_at": "2030-05-01T12:00:00Z",
+        "event_id": "e-1",
+        "type": "MemoryRemembered",
+        "stream_id": "acme/member:ana",
+        "seq": 3,
+        "command_id": "c-1",
+        "occurred_at": "2030-05-01T12:00:00Z",
         "actor": {"org": "acme", "member": "ana"},
-        "payload": {"item_id": "i-1", "scope": "member:ana", "kind": "hunter2",
-                    "status": "active", "key": WORDS, "sources": [WORDS],
-                    "content": {"key_id": "i-1", "nonce": "bm9uY2U=", "ciphertext": "Y2lwaGVy"},
-                    "content_hash": "h", "content_length": 5},
+        "payload": {
+            "item_id": "i-1",
+            "scope": "member:ana",
+            "kind": "hunter2",
+            "status": "active",
+            "key": WORDS,
+            "sources": [WORDS],
+            "content": {"key_id": "i-1", "nonce": "bm9uY2U=", "ciphertext": "Y2lwaGVy"},
+            "content_hash": "h",
+            "content_length": 5,
+        },
     }
     recorder = SourceRecorder(MASTER)
     recorder.follower = letters = Letters()  # type: ignore[assignment]

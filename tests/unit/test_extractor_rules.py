@@ -368,8 +368,12 @@ def test_times_amounts_addresses_and_links_that_open_nothing_are_kept(
 
 @pytest.mark.parametrize(
     "message",
-    ["My name is not Bob.", "I prefer not to say.", "We decided nothing yet.",
-     "I prefer tea, don't I"],
+    [
+        "My name is not Bob.",
+        "I prefer not to say.",
+        "We decided nothing yet.",
+        "I prefer tea, don't I",
+    ],
 )
 def test_a_statement_negated_after_its_verb_is_no_fact(message: str) -> None:
     """QA: each was proposed; the README promises negations yield nothing."""
@@ -378,9 +382,13 @@ def test_a_statement_negated_after_its_verb_is_no_fact(message: str) -> None:
 
 @pytest.mark.parametrize(
     "message",
-    ["Remember that the zip code is 10115.", "My flight code is LH400.",
-     "Remember that the dress code is casual.", "My phone number is +49 30 1234567.",
-     "Remember that the key to this project is testing early."],
+    [
+        "Remember that the zip code is 10115.",
+        "My flight code is LH400.",
+        "Remember that the dress code is casual.",
+        "My phone number is +49 30 1234567.",
+        "Remember that the key to this project is testing early.",
+    ],
 )
 def test_codes_and_numbers_that_open_nothing_are_kept(message: str) -> None:
     assert len(extract(message)) == 1
@@ -388,11 +396,11 @@ def test_codes_and_numbers_that_open_nothing_are_kept(message: str) -> None:
 
 def test_negative_preferences_rules_and_requests_stand() -> None:
     assert extract("I don't like emojis in commits.") == [
-        ("preference", "I don't like emojis in commits.")]
+        ("preference", "I don't like emojis in commits.")
+    ]
     assert extract("Never push to main.") == [("procedure", "Never push to main.")]
     assert extract("Remember that I can't eat nuts.") == [("fact", "I can't eat nuts.")]
-    assert extract("I prefer tea with no sugar.") == [
-        ("preference", "I prefer tea with no sugar.")]
+    assert extract("I prefer tea with no sugar.") == [("preference", "I prefer tea with no sugar.")]
 
 
 def test_a_plain_link_is_kept() -> None:

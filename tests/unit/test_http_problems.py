@@ -72,8 +72,9 @@ def service() -> FastAPI:
 
     @app.post("/conflict")
     async def conflict() -> None:  # details named like the problem's own members
-        raise ProblemError(409, "Conflict", "it is archived", "conflict", status="archived",
-                           title="x")
+        raise ProblemError(
+            409, "Conflict", "it is archived", "conflict", status="archived", title="x"
+        )
 
     return app
 
@@ -126,8 +127,11 @@ async def test_details_named_like_the_problems_members_never_change_them() -> No
     async with client() as http:
         r = await http.post("/conflict")
     assert r.status_code == 409
-    assert (r.json()["status"], r.json()["title"], r.json()["code"]) == (409, "Conflict",
-                                                                          "conflict")
+    assert (r.json()["status"], r.json()["title"], r.json()["code"]) == (
+        409,
+        "Conflict",
+        "conflict",
+    )
 
 
 async def test_a_body_nested_too_deep_to_parse_is_422_not_400_or_500() -> None:
@@ -195,8 +199,9 @@ async def test_a_fault_of_the_moment_is_a_503_to_retry_and_a_bug_a_500() -> None
     the log, where the README promises a 503 to retry. And the 503 is answered where the
     app goes on (QA: answered in ServerErrorMiddleware, the error was raised again, and
     the server closed the keep-alive connection): the transport raises nothing here."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=service()),
-                                 base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=service()), base_url="http://t"
+    ) as http:
         away = await http.get("/database-away")
     transport = httpx.ASGITransport(app=service(), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:

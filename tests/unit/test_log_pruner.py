@@ -15,10 +15,13 @@ class Pruner(LogPruner):
     that appends each marker at the log's end."""
 
     def __init__(self) -> None:
-        broker: Any = (SimpleNamespace(delete_records=self._delete),
-                       SimpleNamespace(send_and_wait=self._append))
-        super().__init__("127.0.0.1:9", "topic", segment_ms=60_000, clock=lambda: self.now,
-                         kafka=broker)
+        broker: Any = (
+            SimpleNamespace(delete_records=self._delete),
+            SimpleNamespace(send_and_wait=self._append),
+        )
+        super().__init__(
+            "127.0.0.1:9", "topic", segment_ms=60_000, clock=lambda: self.now, kafka=broker
+        )
         self.now, self.handled, self.end = 0.0, 0, 0
         self.markers: list[float] = []  # when each was appended
         self.log_start = 0

@@ -31,10 +31,14 @@ def test_a_problem_names_its_code_detail_and_every_refused_field() -> None:
 
 
 def test_a_field_error_the_detail_states_is_not_said_twice() -> None:
-    body = {"code": "invalid",
-            "detail": "the command is invalid: content: String should have at most 4000 characters",
-            "errors": [{"loc": ["content"], "msg": "String should have at most 4000 characters"},
-                       {"loc": ["title"], "msg": "String should have at most 200 characters"}]}
+    body = {
+        "code": "invalid",
+        "detail": "the command is invalid: content: String should have at most 4000 characters",
+        "errors": [
+            {"loc": ["content"], "msg": "String should have at most 4000 characters"},
+            {"loc": ["title"], "msg": "String should have at most 200 characters"},
+        ],
+    }
     assert str(EngramProblem(httpx.Response(422, json=body))) == (
         "invalid: the command is invalid: content: String should have at most 4000 characters "
         "(title: String should have at most 200 characters)"

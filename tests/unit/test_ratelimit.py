@@ -110,8 +110,9 @@ async def test_a_caller_over_its_rate_is_refused_before_the_route_runs() -> None
             assert (await http.get("/work", headers=bad)).status_code == 200
         # The caller is the first Authorization header's, as the route reads it (QA: a
         # second, made-up one went uncounted); probes are never limited.
-        twice = httpx.Headers([("Authorization", ana["Authorization"]),
-                               ("Authorization", "Bearer x")])
+        twice = httpx.Headers(
+            [("Authorization", ana["Authorization"]), ("Authorization", "Bearer x")]
+        )
         assert (await http.get("/work", headers=twice)).status_code == 429
         assert (await http.get("/health", headers=ana)).status_code == 404  # not a 429
         assert (await http.get("/work", headers=ana_agent)).status_code == 200

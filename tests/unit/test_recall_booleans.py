@@ -40,8 +40,11 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "body", "field"), CASES,
-                         ids=[f"{m} {p} {f}={b[f]!r}" for m, p, b, f in CASES])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    CASES,
+    ids=[f"{m} {p} {f}={b[f]!r}" for m, p, b, f in CASES],
+)
 async def test_an_on_off_field_takes_true_or_false_only(
     method: str, path: str, body: dict[str, Any], field: str
 ) -> None:
@@ -50,8 +53,9 @@ async def test_an_on_off_field_takes_true_or_false_only(
 
 
 def test_true_and_false_themselves_are_taken() -> None:
-    request = RecallRequest.model_validate_json('{"query": "x", "use_memory": false, '
-                                                '"preview": true}')
+    request = RecallRequest.model_validate_json(
+        '{"query": "x", "use_memory": false, "preview": true}'
+    )
     assert (request.use_memory, request.preview) == (False, True)
     policy = OrgPolicy.model_validate_json('{"agent_memory": false, "session_use": true}')
     assert (policy.agent_memory, policy.session_use) == (False, True)
@@ -67,9 +71,11 @@ def _boolean(annotation: Any) -> bool:
 
 def _strict(model: type[BaseModel], name: str) -> bool:
     field = model.model_fields[name]
-    return bool(model.model_config.get("strict")) or any(
-        getattr(m, "strict", False) for m in field.metadata
-    ) or field.annotation == StrictBool
+    return (
+        bool(model.model_config.get("strict"))
+        or any(getattr(m, "strict", False) for m in field.metadata)
+        or field.annotation == StrictBool
+    )
 
 
 def test_every_on_off_field_a_recall_route_takes_is_strict() -> None:
@@ -79,6 +85,9 @@ def test_every_on_off_field_a_recall_route_takes_is_strict() -> None:
         for body in route.dependant.body_params:
             model = body.field_info.annotation
             assert isinstance(model, type) and issubclass(model, BaseModel)
-            loose += [f"{route.path} {name}" for name, f in model.model_fields.items()
-                      if _boolean(f.annotation) and not _strict(model, name)]
+            loose += [
+                f"{route.path} {name}"
+                for name, f in model.model_fields.items()
+                if _boolean(f.annotation) and not _strict(model, name)
+            ]
     assert loose == []

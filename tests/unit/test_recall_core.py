@@ -32,10 +32,24 @@ from services.recall.core import (
 )
 
 
-def item(n: int, text: str = "x", pinned: bool = False, kind: str = "fact",
-         scope: str = "shared", updated: float = 0.0) -> Candidate:
-    return Candidate(item_id=f"i{n}", revision=n, scope=scope, kind=kind, title=None,
-                     content=text, pinned=pinned, updated_at=updated)
+def item(
+    n: int,
+    text: str = "x",
+    pinned: bool = False,
+    kind: str = "fact",
+    scope: str = "shared",
+    updated: float = 0.0,
+) -> Candidate:
+    return Candidate(
+        item_id=f"i{n}",
+        revision=n,
+        scope=scope,
+        kind=kind,
+        title=None,
+        content=text,
+        pinned=pinned,
+        updated_at=updated,
+    )
 
 
 def test_the_querys_words_are_or_ed() -> None:
@@ -54,7 +68,8 @@ def test_fusion_adds_one_over_sixty_plus_rank_and_puts_pinned_first() -> None:
 
 def test_entries_have_the_header_of_id_revision_scope_and_kind() -> None:
     assert header(item(3, scope="member:ana", kind="preference")) == (
-        "[memory:i3@3; member:ana; preference]")
+        "[memory:i3@3; member:ana; preference]"
+    )
 
 
 def test_the_packet_is_cut_at_the_budget_without_splitting_an_item() -> None:
@@ -211,8 +226,10 @@ def test_a_larger_budget_never_holds_fewer_entries() -> None:
     """QA: a member entry then an agent entry: 350-360 characters gave an empty packet
     (a second pass with the rule of privacy), and 370-470 the rule without the agent's
     entry."""
-    entries = [Ranked(item(1, "Ana's office wifi is Pelican.", scope="member:ana")),
-               Ranked(item(2, "The office wifi is Pelican-5G.", scope="agent:helper"))]
+    entries = [
+        Ranked(item(1, "Ana's office wifi is Pelican.", scope="member:ana")),
+        Ranked(item(2, "The office wifi is Pelican-5G.", scope="agent:helper")),
+    ]
     held = [len(build_packet(entries, chars).entries) for chars in range(150, 600, 5)]
     assert held == sorted(held) and held[-1] == 2
     for chars in range(150, 600, 5):
@@ -227,7 +244,10 @@ def test_quoted_phrases_are_matched_as_written() -> None:
     word boundaries, case aside, however its words are spaced (QA: "ERR-1042" found
     "ERR-10423"; a sixth phrase, or one after a phrase too long, was silently dropped)."""
     assert phrases_of('deploy "release  train" and \u201con-call rotation\u201d "x" "X"') == [
-        "release train", "on-call rotation", "x"]
+        "release train",
+        "on-call rotation",
+        "x",
+    ]
     assert phrases_of("no quotes here") == [] and phrases_of('"" " "') == []
     with pytest.raises(ValidationError, match="at most 5 phrases"):
         SearchRequest(query=" ".join(f'"p{n}"' for n in range(6)))

@@ -9,14 +9,14 @@ from services.recall.entities import other_names as expand
 def other_names(query: str, groups: list[list[str]]) -> list[str]:
     return expand(query, [entity_of(g) for g in groups])
 
+
 GROUPS = [["Kubernetes", "k8s", "kube"], ["New York", "NYC", "the Big Apple"]]
 
 
 def test_a_query_naming_an_entity_looks_for_its_other_names() -> None:
     assert other_names("Where does our kube cluster run?", GROUPS) == ["Kubernetes", "k8s"]
     assert other_names("flights to new   YORK", GROUPS) == ["NYC", "the Big Apple"]
-    assert other_names("k8s in NYC", GROUPS) == ["Kubernetes", "kube", "New York",
-                                                 "the Big Apple"]
+    assert other_names("k8s in NYC", GROUPS) == ["Kubernetes", "kube", "New York", "the Big Apple"]
 
 
 def test_a_name_matches_as_whole_words_only() -> None:

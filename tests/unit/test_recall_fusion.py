@@ -174,8 +174,13 @@ async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> Non
     assert any(why.startswith("alias#") for m in found.memories for why in m.why)
     plain = TwoLists()
     plain.groups = store.groups
-    await search(plain, Embedder(), ANA, SearchRequest.model_validate({"query": "q"}),  # type: ignore[arg-type]
-                 NO_FEEDBACK)
+    await search(
+        plain,
+        Embedder(),
+        ANA,
+        SearchRequest.model_validate({"query": "q"}),  # type: ignore[arg-type]
+        NO_FEEDBACK,
+    )
     assert plain.queries == ["q"]  # names no entity: no list of aliases
 
 

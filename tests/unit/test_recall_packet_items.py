@@ -25,8 +25,9 @@ POLICIES = ["hybrid", "preferences_first", "newest_first"]
 
 
 def memory(n: int, *, pinned: bool = False, kind: str = "fact") -> Candidate:
-    return Candidate(f"m{n:02}", 1, "member:ana", kind, None, f"note {n} about x", pinned,
-                     updated_at=float(n))
+    return Candidate(
+        f"m{n:02}", 1, "member:ana", kind, None, f"note {n} about x", pinned, updated_at=float(n)
+    )
 
 
 class Memories:
@@ -50,17 +51,22 @@ class Memories:
         self, p: Principal, items: int | None, policy: str | None, default: int
     ) -> Opening:
         pinned = [c for c in self.newest if c.pinned]
-        limit = 0 if (policy or self.org.policy) == "newest_first" else (
-            items or self.org.max_items or default)
+        limit = (
+            0
+            if (policy or self.org.policy) == "newest_first"
+            else (items or self.org.max_items or default)
+        )
         return Opening({"shared": 0, "own": 1, "expired": 0}, self.org, pinned[:limit])
 
     async def listing(self, query: str, p: Principal, limit: int) -> list[Candidate]:
-        kept = self.newest if query == "newest" else [
-            c for c in self.newest if c.kind == "preference"]
+        kept = (
+            self.newest if query == "newest" else [c for c in self.newest if c.kind == "preference"]
+        )
         return kept[:limit]
 
-    async def full_text(self, p: Principal, query: str, limit: int, *_: Any,
-                        words: bool = False) -> list[Candidate]:
+    async def full_text(
+        self, p: Principal, query: str, limit: int, *_: Any, words: bool = False
+    ) -> list[Candidate]:
         return self.newest[:limit]
 
     async def save_context(self, *_: Any) -> str:

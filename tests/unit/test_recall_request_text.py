@@ -73,8 +73,11 @@ def recall_app() -> FastAPI:
     return app
 
 
-@pytest.mark.parametrize(("method", "path", "body", "loc"), CASES, ids=[
-    f"{m} {p.split('?')[0]} {loc[1]}" for m, p, _, loc in CASES])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "loc"),
+    CASES,
+    ids=[f"{m} {p.split('?')[0]} {loc[1]}" for m, p, _, loc in CASES],
+)
 async def test_a_nul_in_request_text_is_a_422_naming_the_field(
     method: str, path: str, body: dict[str, Any] | None, loc: tuple[str, str]
 ) -> None:
@@ -90,8 +93,9 @@ async def refused(
     token = mint_token(SECRET, org="acme", member="ana", roles=("admin",), **claims)
     transport = httpx.ASGITransport(app=recall_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://recall") as http:
-        r = await http.request(method, path, json=body,
-                               headers={"Authorization": f"Bearer {token}"})
+        r = await http.request(
+            method, path, json=body, headers={"Authorization": f"Bearer {token}"}
+        )
     assert r.status_code == 422, r.text
     assert r.headers["content-type"] == PROBLEM
     return r
@@ -111,13 +115,15 @@ def _free_text(annotation: Any) -> bool:
 def _text_inputs(route: APIRoute) -> set[tuple[str, str]]:
     dependant = route.dependant
     found = {("path", f.name) for f in dependant.path_params if _free_text(f.field_info.annotation)}
-    found |= {("query", f.name) for f in dependant.query_params
-              if _free_text(f.field_info.annotation)}
+    found |= {
+        ("query", f.name) for f in dependant.query_params if _free_text(f.field_info.annotation)
+    }
     for body in dependant.body_params:
         model = body.field_info.annotation
         assert isinstance(model, type) and issubclass(model, BaseModel)
-        found |= {("body", name) for name, f in model.model_fields.items()
-                  if _free_text(f.annotation)}
+        found |= {
+            ("body", name) for name, f in model.model_fields.items() if _free_text(f.annotation)
+        }
     return found
 
 
@@ -154,8 +160,9 @@ def test_request_text_refuses_exactly_the_texts_postgres_cannot_hold(text: str) 
 
 # A page ends at a memory's updated_at, a time Postgres gave: never the first or the last
 # instant a datetime holds, which ``in_utc`` refuses (hypothesis found datetime.min).
-STAMPS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-                      timezones=st.just(UTC))
+STAMPS = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
 
 
 @given(STAMPS, st.text(min_size=1).filter(lambda t: "\x00" not in t))
@@ -174,8 +181,10 @@ async def test_past_the_largest_version_is_a_422_not_a_500() -> None:
     assert [tuple(e["loc"]) for e in r.json()["errors"]] == [("query", "after")]
 
 
-@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None,
-                                  "text/json", "application/jsonl"])
+@pytest.mark.parametrize(
+    "kind",
+    ["application/x-www-form-urlencoded", "text/plain", None, "text/json", "application/jsonl"],
+)
 async def test_a_json_body_sent_as_another_type_is_told_so(kind: str | None) -> None:
     """QA: curl -d '{"query": "x"}' (sent as a form) was refused with "Input should be a
     valid dictionary", which said nothing of the content type FastAPI wants."""

@@ -14,9 +14,14 @@ MASTER = MasterKey(b"m" * 32)
 
 
 def test_a_commands_key_tags_and_sources_are_sealed_and_open_as_they_were() -> None:
-    payload: dict[str, object] = {"content": "Ana's doctor is Dr Reyes.", "key": "doctor",
-                                  "tags": ["health", "family"], "sources": ["msg-9"],
-                                  "kind": "fact", "pinned": True}
+    payload: dict[str, object] = {
+        "content": "Ana's doctor is Dr Reyes.",
+        "key": "doctor",
+        "tags": ["health", "family"],
+        "sources": ["msg-9"],
+        "kind": "fact",
+        "pinned": True,
+    }
     data_key = os.urandom(32)
     sealed = seal_payload(payload, "item-1", data_key)
     for name in ("content", "key", "tags", "sources"):

@@ -22,13 +22,20 @@ async def test_a_record_of_one_fetch_is_lettered_once() -> None:
     async def handle(conn: Any, records: list[Any]) -> None:
         pass
 
-    follower = TrackedFollower(bootstrap="127.0.0.1:9", topic="engram.events", group_id="g",
-                               pool=None, offsets_table="projector.offsets",  # type: ignore[arg-type]
-                               service="projector", handle=handle)
+    follower = TrackedFollower(
+        bootstrap="127.0.0.1:9",
+        topic="engram.events",
+        group_id="g",
+        pool=None,
+        offsets_table="projector.offsets",  # type: ignore[arg-type]
+        service="projector",
+        handle=handle,
+    )
     producer = Producer()
     follower._letters.producer = producer  # type: ignore[assignment]
-    poison = SimpleNamespace(topic="engram.events", partition=0, offset=38, key=b"k",
-                             value=b"not json {")
+    poison = SimpleNamespace(
+        topic="engram.events", partition=0, offset=38, key=b"k", value=b"not json {"
+    )
     await follower.dead_letter(poison, "undecodable event")
     await follower.dead_letter(poison, "undecodable event")  # the fetch, record by record
     assert [topic for topic, _ in producer.sent] == ["engram.dlq.projector"]
