@@ -107,15 +107,17 @@ def _readiness(
         follower: PreparingFollower[Prepared] = app.state.follower
         provider: EmbeddingProvider | None = app.state.provider
         lag = await _lag(follower)
-        return {
+        detail = {
             "provider": embedding.effective_provider,
             "model": _model(provider),
             "applied": follower.applied,
             "positions": follower.positions,
-            "kafka": lag is not None,
-            "lag": lag,
-            "lag_total": sum(lag.values()) if lag is not None else None,
         }
+        if isinstance(lag, Unanswered):
+            # Why: the broker's or the database's error (the stored offsets are read from
+            # Postgres), so that an operator knows which to look at.
+            return {**detail, "kafka": False, "lag": None, "lag_total": None, "error": lag.error}
+        return {**detail, "kafka": True, "lag": lag, "lag_total": sum(lag.values())}
 
     return ready
 
@@ -146,13 +148,14 @@ def _model(provider: EmbeddingProvider | None) -> str | None:
     return provider.model if provider is not None else None
 
 
-async def _lag(follower: PreparingFollower[Prepared]) -> dict[int, int] | None:
-    """Lag per partition; None when Kafka, or the database its stored offsets are read
-    from, does not answer quickly or meets a fault of the moment (health then says 503)."""
+async def _lag(follower: PreparingFollower[Prepared]) -> dict[int, int] | Unanswered:
+    """Lag per partition; ``Unanswered`` when Kafka, or the database its stored offsets are
+    read from, does not answer quickly or meets a fault of the moment (health then says
+    503)."""
     lag = await ask_ready(follower.lag())
     if isinstance(lag, Unanswered):
         log.warning("lag_unknown", error=lag.error)
-        return None
+        return lag
     for partition, behind in lag.items():
         metrics.LAG.labels(str(partition)).set(behind)
     return lag

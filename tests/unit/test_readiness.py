@@ -153,6 +153,16 @@ async def test_a_fault_of_the_moment_is_not_ready(service: Service, fault: Excep
     assert answer.json()[NOT_READY[service]] is False
 
 
+async def test_the_indexer_says_why_its_lag_is_unknown() -> None:
+    """Its stored offsets are read from Postgres: "kafka": false alone would send an
+    operator to the broker when the database is the cause."""
+    fault = asyncpg.CannotConnectNowError("the database system is starting up")
+    answer = await health(indexer(Part(raising(fault))))
+    assert answer.status_code == 503
+    assert "the database system is starting up" in answer.json()["error"]
+    assert answer.json()["lag"] is None
+
+
 @pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.__name__)
 @pytest.mark.parametrize(
     "bug",
