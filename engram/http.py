@@ -133,13 +133,38 @@ async def ask_ready(question: Awaitable[T]) -> T | Unanswered:
     """``question``'s answer within ``READY_TIMEOUT_SECONDS``; ``Unanswered`` when it has
     none in time or meets a fault of the moment (the database restarting, a connection
     cut): the service is then not ready. Any other error is a bug, not the part's state,
-    and goes on up."""
+    and goes on up.
+
+    A question past the bound is cancelled and left to end in the background: asyncpg's
+    cancelled query gives its connection back only once the server acknowledges the
+    cancel, which a hung server never does (``asyncio.wait_for`` waited for that too)."""
+    task = asyncio.ensure_future(question)
     try:
-        return await asyncio.wait_for(question, READY_TIMEOUT_SECONDS)
+        done, _ = await asyncio.wait({task}, timeout=READY_TIMEOUT_SECONDS)
+    finally:
+        if not task.done():
+            task.cancel()
+            _ENDING.add(task)
+            task.add_done_callback(_ended)
+    if not done:
+        return Unanswered(f"no answer within {READY_TIMEOUT_SECONDS:g} s")
+    try:
+        return task.result()
     except Exception as exc:
         if not of_the_moment(exc):
             raise
         return Unanswered(repr(exc)[:300])
+
+
+# Questions cancelled past the bound, held until they end (a task nobody holds may be
+# collected before it ends).
+_ENDING: set[asyncio.Future[Any]] = set()
+
+
+def _ended(task: asyncio.Future[Any]) -> None:
+    _ENDING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        get_logger(__name__).debug("ready_question_ended", error=repr(task.exception())[:300])
 
 
 # The cyclic garbage collector runs after 50,000 net allocations, not Python's 700: with
