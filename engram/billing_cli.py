@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from engram.billing_store import account_of
-from engram.db import migrate_shared
+from engram.db import connect, migrate_shared
 from engram.service import StartupRefused, ready_settings
 
 console = Console()
@@ -108,7 +108,7 @@ def _run(work: Callable[[str], Coroutine[Any, Any, Any]]) -> Any:
 
 async def _connect(database_url: str) -> asyncpg.Connection:
     await migrate_shared(database_url)
-    return await asyncpg.connect(database_url)
+    return await connect(database_url)
 
 
 async def _show(database_url: str, org: str) -> dict[str, Any]:

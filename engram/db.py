@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -46,10 +46,23 @@ async def create_pool(
         min_size=min_size,
         max_size=max_size,
         reset=None if reset else _keep_session,
-        server_settings={"application_name": application_name(), **(settings or {})},
+        server_settings=named(dsn, settings),
     )
     assert pool is not None
     return pool
+
+
+async def connect(dsn: str, *, timeout: float = 60) -> asyncpg.Connection:
+    """One session, named as a pool's are (``named``)."""
+    return await asyncpg.connect(dsn, timeout=timeout, server_settings=named(dsn))
+
+
+def named(dsn: str, settings: dict[str, str] | None = None) -> dict[str, str]:
+    """``settings`` with the session's ``application_name`` (``application_name()``),
+    unless ``dsn`` names it: an operator's own name wins."""
+    if "application_name" in parse_qs(urlsplit(dsn).query):
+        return dict(settings or {})
+    return {"application_name": application_name(), **(settings or {})}
 
 
 def application_name() -> str:
@@ -123,7 +136,7 @@ async def apply_migrations(conn: asyncpg.Connection, owner: str, sql_dir: Path) 
 
 
 async def migrate(dsn: str, owner: str, sql_dir: Path) -> list[str]:
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     try:
         return await apply_migrations(conn, owner, sql_dir)
     finally:

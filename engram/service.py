@@ -19,6 +19,7 @@ import asyncpg
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
+from engram.db import connect
 from engram.logging import get_logger
 from engram.settings import CommonSettings
 
@@ -104,7 +105,7 @@ async def unreachable(database_url: str, kafka_bootstrap: str | None) -> str | N
 async def _postgres_problem(database_url: str) -> str | None:
     try:
         where = _address(database_url)
-        conn = await asyncpg.connect(database_url, timeout=INFRA_TIMEOUT_SECONDS)
+        conn = await connect(database_url, timeout=INFRA_TIMEOUT_SECONDS)
     except (ValueError, asyncpg.ClientConfigurationError) as exc:
         return f"DATABASE_URL is not a PostgreSQL URL (postgresql://user@host:port/db): {exc}"
     except (OSError, TimeoutError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from engram.db import application_name
+from engram.db import application_name, named
 from engram.devstack.services import SERVICES
 from tests.support import eventually
 
@@ -31,3 +31,13 @@ async def test_each_service_names_its_postgres_sessions(
 
 def test_a_process_that_is_no_service_names_its_sessions_engram() -> None:
     assert application_name() == "engram"
+
+
+def test_a_name_the_database_url_gives_wins() -> None:
+    assert named("postgresql://u@h/db", {"timezone": "UTC"}) == {
+        "application_name": "engram",
+        "timezone": "UTC",
+    }
+    assert named("postgresql://u@h/db?application_name=ops", {"timezone": "UTC"}) == {
+        "timezone": "UTC"
+    }

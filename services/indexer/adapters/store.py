@@ -19,7 +19,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from contracts.events import Sealed
-from engram.db import application_name, load_queries
+from engram.db import load_queries, named
 from services.indexer.core import Plan, Seen, Text, Tracked, Verdict, verdict
 from services.indexer.errors import ModelMismatchError
 
@@ -81,7 +81,7 @@ async def create_vector_pool(dsn: str, *, max_size: int = 4) -> asyncpg.Pool:
         min_size=1,
         max_size=max_size,
         init=register_vector,
-        server_settings={"application_name": application_name()},
+        server_settings=named(dsn),
     )
     assert pool is not None
     return pool
