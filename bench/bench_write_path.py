@@ -254,26 +254,8 @@ async def main(args: argparse.Namespace) -> None:
         "python_loop_seconds": python_speed(),
     }
     print(f"this machine's Python speed: {results['python_loop_seconds']} s for the loop")
-    stack = StackCpu()
-    if stack.missing:
-        print(f"no pid file for {', '.join(stack.missing)}: their CPU is not counted")
-    by_writers: dict[int, list[dict[str, float]]] = {1: [], 8: [], 64: []}
-    sustained_rows: list[dict[str, float]] = []
     try:
-        if args.warmup:
-            print(f"warm-up: {args.warmup} requests at 8 writers, not counted")
-            await latency(pool, watch, 8, args.warmup)
-        for n in range(1, args.rounds + 1):
-            for writers, rows in by_writers.items():
-                requests = max(args.latency_requests, writers * 4)
-                row = await measured(latency(pool, watch, writers, requests), stack, pool)
-                print(json.dumps({"round": n, **row}))
-                rows.append(row)
-            row = await measured(
-                sustained(common, pool, watch, args.commands, args.streams), stack, pool
-            )
-            print(json.dumps({"round": n, **row}))
-            sustained_rows.append(row)
+        by_writers, sustained_rows = await all_rounds(args, common, pool, watch)
     finally:
         await watch.close()
         await pool.close()
@@ -281,6 +263,42 @@ async def main(args: argparse.Namespace) -> None:
         {"writers": w, **summary(rows), "rounds": rows} for w, rows in by_writers.items()
     ]
     results["sustained"] = {**summary(sustained_rows), "rounds": sustained_rows}
+    report(by_writers, sustained_rows)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {RESULTS}")
+
+
+async def all_rounds(
+    args: argparse.Namespace, common: CommonSettings, pool: asyncpg.Pool, watch: VisibilityWatch
+) -> tuple[dict[int, list[dict[str, float]]], list[dict[str, float]]]:
+    """The warm-up, then each round's latency figures at 1, 8 and 64 writers and its
+    sustained figures."""
+    stack = StackCpu()
+    if stack.missing:
+        print(f"no pid file for {', '.join(stack.missing)}: their CPU is not counted")
+    by_writers: dict[int, list[dict[str, float]]] = {1: [], 8: [], 64: []}
+    sustained_rows: list[dict[str, float]] = []
+    if args.warmup:
+        print(f"warm-up: {args.warmup} requests at 8 writers, not counted")
+        await latency(pool, watch, 8, args.warmup)
+    for n in range(1, args.rounds + 1):
+        for writers, rows in by_writers.items():
+            requests = max(args.latency_requests, writers * 4)
+            row = await measured(latency(pool, watch, writers, requests), stack, pool)
+            print(json.dumps({"round": n, **row}))
+            rows.append(row)
+        row = await measured(
+            sustained(common, pool, watch, args.commands, args.streams), stack, pool
+        )
+        print(json.dumps({"round": n, **row}))
+        sustained_rows.append(row)
+    return by_writers, sustained_rows
+
+
+def report(
+    by_writers: dict[int, list[dict[str, float]]], sustained_rows: list[dict[str, float]]
+) -> None:
     for w, rows in by_writers.items():
         s = summary(rows)
         print(
@@ -292,9 +310,6 @@ async def main(args: argparse.Namespace) -> None:
     s = summary(sustained_rows)
     print(f"sustained: {_fig(s['commands_per_second'])} commands/s" + _steal(s))
     print(cpu_line(s, "a command"))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {RESULTS}")
 
 
 def _fig(f: dict[str, float]) -> str:

@@ -36,15 +36,20 @@ class StackCpu:
         seconds = {part: _seconds(pid, part == "postgres") for part, pid in self.pids.items()}
         seconds["benchmark"] = _seconds(None, False)
         for pid, service in (backends or {}).items():
-            key = f"pg_{service}"
-            seconds[key] = seconds.get(key, 0.0) + _seconds(pid, False)
+            if (used := _seconds(pid, False)) > 0:  # 0: the backend has ended
+                seconds[f"pg_{service}@{pid}"] = used
         return seconds
 
     @staticmethod
     def per_unit(before: dict[str, float], after: dict[str, float], units: int) -> dict[str, float]:
         """Milliseconds of CPU per request (or command) of each part, and their total (the
-        ``pg_`` shares are in ``postgres`` already)."""
-        each = {p: round((after[p] - before[p]) * 1000 / units, 3) for p in after if p in before}
+        ``pg_`` shares are in ``postgres`` already). A service's backend counts only when it
+        is in both samples (``pg_<service>@<pid>``)."""
+        used: dict[str, float] = {}
+        for key in after.keys() & before.keys():
+            part = key.split("@")[0]
+            used[part] = used.get(part, 0.0) + after[key] - before[key]
+        each = {p: round(v * 1000 / units, 3) for p, v in sorted(used.items())}
         total = sum(v for p, v in each.items() if not p.startswith("pg_"))
         return {**each, "total": round(total, 3)}
 
