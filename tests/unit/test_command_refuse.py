@@ -72,7 +72,7 @@ def writer() -> tuple[PartitionWriter, Producer]:
         0,
         "127.0.0.1:9",
         "test",
-        keys,
+        keys,  # type: ignore[arg-type]
         VERIFIER,
         None,  # type: ignore[arg-type]
         partitions=1,

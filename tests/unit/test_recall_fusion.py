@@ -175,10 +175,10 @@ async def test_an_entity_the_query_names_adds_a_list_of_its_other_names() -> Non
     plain = TwoLists()
     plain.groups = store.groups
     await search(
-        plain,
+        plain,  # type: ignore[arg-type]
         Embedder(),
         ANA,
-        SearchRequest.model_validate({"query": "q"}),  # type: ignore[arg-type]
+        SearchRequest.model_validate({"query": "q"}),
         NO_FEEDBACK,
     )
     assert plain.queries == ["q"]  # names no entity: no list of aliases
