@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import structlog
 import uvicorn
 import uvloop
+from asyncpg import InvalidAuthorizationSpecificationError
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPBearer
@@ -151,7 +152,9 @@ async def ask_ready(question: Awaitable[T]) -> T | Unanswered:
     try:
         return task.result()
     except Exception as exc:
-        if not of_the_moment(exc):
+        # A login the database refuses (a password rotated under a running service) is
+        # the part's state too: health is where an operator looks for it.
+        if not (of_the_moment(exc) or isinstance(exc, InvalidAuthorizationSpecificationError)):
             raise
         return Unanswered(repr(exc)[:300])
 

@@ -165,8 +165,9 @@ async def test_recall_waits_for_the_database_as_long_as_the_command_service() ->
         ConnectionRefusedError(111, "Connection refused"),
         asyncpg.CannotConnectNowError("the database system is starting up"),
         asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        asyncpg.InvalidPasswordError('password authentication failed for user "postgres"'),
     ],
-    ids=["refused", "starting-up", "connection-cut"],
+    ids=["refused", "starting-up", "connection-cut", "login-refused"],
 )
 async def test_a_fault_of_the_moment_is_not_ready(service: Service, fault: Exception) -> None:
     answer = await health(service(Part(raising(fault))))
