@@ -38,6 +38,10 @@ class StepFailed(Exception):
     """The startup step a test makes fail."""
 
 
+class CloseFailed(Exception):
+    """The closing a test makes fail, after a failed step."""
+
+
 class Part:
     """Anything a lifespan opens (a pool, a producer, a consumer, a client, a pruner, a
     follower): it notes in the journal when it is closed, however that is spelled.
@@ -70,6 +74,44 @@ class Part:
 
     def subscribe(self, *args: object, **kwargs: object) -> None:
         """As a consumer subscribes before it starts."""
+
+
+class Client(Part):
+    """A Kafka client: a second stop does nothing, as aiokafka's."""
+
+    stopped = False
+
+    async def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            await super().stop()
+
+    close = stop
+
+
+class Breaking(Part):
+    """A client whose start fails, and whose stop then fails too."""
+
+    async def stop(self) -> None:
+        self.journal.append(f"{self.name} close failed")
+        raise CloseFailed(f"{self.name} does not close")
+
+    close = stop
+
+
+class Processor(Part):
+    """The command processor: its consumer is made in its constructor and stopped when its
+    run ends."""
+
+    def __init__(self, journal: list[str], name: str) -> None:
+        super().__init__(journal, name)
+        self._consumer = Client(journal, f"{name}'s consumer")
+
+    async def run(self, *args: object) -> None:
+        try:
+            await forever()
+        finally:
+            await self._consumer.stop()
 
 
 async def forever() -> None:
@@ -167,7 +209,7 @@ def stub_command(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") ->
     mp.setattr(m, "TokenVerifier", lambda common: object())
     mp.setattr(m, "partition_count", failing("topics") if fails == "topics" else three)
     mp.setattr(m, "ProjectionWatch", maker(journal, "projection", fails == "projection"))
-    mp.setattr(m, "CommandProcessor", maker(journal, "processor"))
+    mp.setattr(m, "CommandProcessor", lambda *args: Processor(journal, "processor"))
     mp.setattr(m, "CommandGateway", maker(journal, "gateway", fails == "gateway"))
     mp.setattr(m, "GroupLogPruner", maker(journal, "pruner", fails == "pruner"))
     supervised(mp, m, journal)
@@ -179,8 +221,11 @@ def stub_command(mp: pytest.MonkeyPatch, journal: list[str], fails: str = "") ->
     [
         ("topics", ["pool closed"]),
         ("projection", ["pool closed"]),
-        ("gateway", ["projection closed", "pool closed"]),
-        ("pruner", ["gateway closed", "projection closed", "pool closed"]),
+        ("gateway", ["processor's consumer closed", "projection closed", "pool closed"]),
+        (
+            "pruner",
+            ["gateway closed", "processor's consumer closed", "projection closed", "pool closed"],
+        ),
     ],
 )
 async def test_the_command_service_closes_what_a_failed_start_opened(
@@ -194,11 +239,23 @@ async def test_the_command_service_closes_what_a_failed_start_opened(
 async def test_the_command_service_stops_in_the_order_it_always_did(
     monkeypatch: pytest.MonkeyPatch, journal: list[str]
 ) -> None:
+    """The processor's run stops its consumer as the tasks end, before the parts close;
+    the lifespan's own stop of it then does nothing (no second close)."""
+    async with stub_command(monkeypatch, journal)(FastAPI()):
+        await asyncio.sleep(0)  # the processor runs
+    ended = ["command-pruner cancelled", "command-processor cancelled"]
+    assert sorted(journal[:3]) == sorted([*ended, "processor's consumer closed"])
+    assert journal[3:] == ["pruner closed", "gateway closed", "projection closed", "pool closed"]
+
+
+async def test_the_command_service_stopped_before_its_processor_ran_closes_its_consumer(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
     await start_and_stop(stub_command(monkeypatch, journal))
     assert_stopped(
         journal,
         ["command-pruner", "command-processor"],
-        ["pruner", "gateway", "projection", "pool"],
+        ["pruner", "gateway", "processor's consumer", "projection", "pool"],
     )
 
 
