@@ -11,6 +11,7 @@ import base64
 import contextlib
 import hashlib
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +85,21 @@ def consumer(bootstrap: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
         fetch_max_wait_ms=kwargs.pop("fetch_max_wait_ms", FETCH_MAX_WAIT_MS),
         **kwargs,
     )
+
+
+@contextlib.asynccontextmanager
+async def stopped_on_failure(stop: Callable[[], Awaitable[None]], part: str) -> AsyncIterator[None]:
+    """Around a start in steps: when a step fails or the start is cancelled, ``stop`` what
+    the earlier steps started, then the step's error goes on. A ``stop`` that fails as well
+    is logged (``cleanup_failed``), not raised: its error would hide why the start failed."""
+    try:
+        yield
+    except BaseException:
+        try:
+            await stop()  # safe on clients that did not start (aiokafka's are)
+        except Exception as exc:
+            log.error("cleanup_failed", part=part, error=repr(exc), exc_info=exc)
+        raise
 
 
 # How long /health waits for the broker to answer.

@@ -37,7 +37,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.errors import KafkaError
 
 from contracts import topics
-from engram.kafka import partition_count
+from engram.kafka import partition_count, stopped_on_failure
 from engram.logging import get_logger
 
 log = get_logger(__name__)
@@ -76,16 +76,15 @@ class LogPruner(ABC):
     async def start(self) -> None:
         """A start that fails closes what it had opened (the admin client, when the
         producer does not start), before the error goes on."""
-        try:
+        async with stopped_on_failure(self.stop, "log_pruner"):
             await self._admin.start()
             await self._producer.start()
-        except BaseException:
-            await self.stop()  # safe on clients that did not start (aiokafka's are)
-            raise
 
     async def stop(self) -> None:
-        await self._producer.stop()
-        await self._admin.close()
+        try:
+            await self._producer.stop()
+        finally:  # a producer that fails to stop leaves no admin client open
+            await self._admin.close()
 
     async def all_partitions(self) -> list[int]:
         return list(range(await partition_count(self._bootstrap, self.topic)))

@@ -6,7 +6,7 @@ client and pruner is a fake that notes in a journal when it is closed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import date
 from types import ModuleType, SimpleNamespace
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from structlog.testing import capture_logs
 
 from engram import log_pruner, tracking
 from engram.embeddings.settings import EmbeddingSettings
@@ -458,6 +459,51 @@ async def test_a_projection_watch_or_a_publisher_that_fails_to_start_closes_its_
     with pytest.raises(StepFailed):
         await commands.CommandPublisher("kafka:9092").start()
     assert journal == ["watch closed", "publisher closed"]
+
+
+def assert_cleanup_logged(logs: Sequence[Mapping[str, Any]], part: str) -> None:
+    [logged] = [entry for entry in logs if entry["event"] == "cleanup_failed"]
+    assert logged["part"] == part and "CloseFailed" in logged["error"]
+
+
+async def test_a_gateway_whose_cleanup_fails_too_raises_why_its_start_failed(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    """The consumer's failed close is logged; the producer is closed all the same."""
+    monkeypatch.setattr(replies, "AIOKafkaProducer", maker(journal, "producer"))
+    monkeypatch.setattr(
+        replies, "consumer", lambda *args: Breaking(journal, "consumer", fails=True)
+    )
+    with capture_logs() as logs, pytest.raises(StepFailed):
+        await replies.CommandGateway("kafka:9092").start()
+    assert journal == ["consumer close failed", "producer closed"]
+    assert_cleanup_logged(logs, "command_gateway")
+
+
+async def test_a_pruner_whose_cleanup_fails_too_raises_why_its_start_failed(
+    journal: list[str],
+) -> None:
+    """The producer's failed close is logged; the admin client is closed all the same."""
+
+    class Pruner(log_pruner.LogPruner):
+        async def committed(self, partitions: list[int]) -> dict[int, int]:
+            return {}
+
+    admin, producer = Part(journal, "admin"), Breaking(journal, "producer", fails=True)
+    with capture_logs() as logs, pytest.raises(StepFailed):
+        await Pruner("kafka:9092", "topic", kafka=(admin, producer)).start()
+    assert journal == ["producer close failed", "admin closed"]
+    assert_cleanup_logged(logs, "log_pruner")
+
+
+async def test_a_projection_watch_whose_cleanup_fails_too_raises_why_its_start_failed(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    monkeypatch.setattr(projection, "consumer", lambda *a, **k: Breaking(journal, "w", fails=True))
+    with capture_logs() as logs, pytest.raises(StepFailed):
+        await projection.ProjectionWatch(object(), "kafka:9092", group="g").start()
+    assert journal == ["w close failed"]
+    assert_cleanup_logged(logs, "projection_watch")
 
 
 async def cancelled_while_starting(run: Coroutine[Any, Any, None]) -> None:

@@ -22,7 +22,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from contracts import topics
-from engram.kafka import consumer
+from engram.kafka import consumer, stopped_on_failure
 from engram.logging import get_logger
 from engram.topic_reads import scan
 
@@ -47,11 +47,9 @@ class ProjectionWatch:
         self._lock = asyncio.Lock()  # one consumer: one question at a time
 
     async def start(self) -> None:
-        try:
+        # A start that failed after it connected: close the connections.
+        async with stopped_on_failure(self._kafka.stop, "projection_watch"):
             await self._kafka.start()
-        except BaseException:  # a start that failed after it connected
-            await self._kafka.stop()
-            raise
 
     async def stop(self) -> None:
         await self._kafka.stop()

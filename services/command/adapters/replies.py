@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
-from engram.kafka import broker_answers, consumer, partition_count
+from engram.kafka import broker_answers, consumer, partition_count, stopped_on_failure
 from engram.logging import get_logger
 from services.command.adapters.batch import NotApplied
 
@@ -51,13 +51,10 @@ class CommandGateway:
     async def start(self) -> None:
         """A start that fails stops what it had started (the producer, when the consumer or
         the replies topic fails), before the error goes on."""
-        try:
+        async with stopped_on_failure(self.stop, "command_gateway"):
             await self._producer.start()
             await self._consumer.start()
             await self._read_replies_from_the_end()
-        except BaseException:
-            await self.stop()
-            raise
         self._task = asyncio.create_task(self._listen(), name="reply-listener")
 
     async def _read_replies_from_the_end(self) -> None:
@@ -72,8 +69,10 @@ class CommandGateway:
         """Safe on a gateway that did not start, or only partly (aiokafka's stop is)."""
         if self._task:
             self._task.cancel()
-        await self._consumer.stop()
-        await self._producer.stop()
+        try:
+            await self._consumer.stop()
+        finally:  # a consumer that fails to stop leaves no producer open
+            await self._producer.stop()
 
     async def broker_answers(self) -> bool:
         return await broker_answers(self._consumer)
