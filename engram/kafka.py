@@ -123,8 +123,8 @@ async def ensure_topics(bootstrap: str, partitions: int) -> list[str]:
     """Create every missing topic with its partition count and settings, and bring the
     settings of the existing ones to what ``contracts.topics`` says."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     try:
+        await admin.start()  # in the try: a start that fails halfway is stopped too
         existing = set(await admin.list_topics())
         missing = [s for s in topic_specs(partitions) if s.name not in existing]
         for spec in missing:
@@ -186,8 +186,8 @@ def _check_partitions(described: list[dict[str, Any]], partitions: int) -> None:
 async def partition_count(bootstrap: str, topic: str) -> int:
     """Partitions of a topic; fails clearly when the set-up step has not created it."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     try:
+        await admin.start()  # in the try: a start that fails halfway is stopped too
         [described] = await admin.describe_topics([topic])
     finally:
         await admin.close()
@@ -272,8 +272,8 @@ async def publish_commands(bootstrap: str, envelopes: list[Any], topic: str = ""
     from contracts.topics import COMMANDS
 
     out = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await out.start()
     try:
+        await out.start()  # in the try: a start that fails halfway is stopped too
         for env in envelopes:
             value, key = env.model_dump_json().encode(), env.stream_id.encode()
             await out.send(topic or COMMANDS, value, key=key)

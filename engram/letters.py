@@ -108,8 +108,8 @@ async def redrive(bootstrap: str, service: str, offset: int) -> tuple[str, int, 
         )
     value = _record_value(body, offset)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-    await producer.start()
     try:
+        await producer.start()  # in the try: a start that fails halfway is stopped too
         key = body["key"].encode() if isinstance(body.get("key"), str) else None
         sent = await producer.send_and_wait(source, value, key=key)
     finally:
@@ -144,8 +144,8 @@ async def _reader(
     kafka = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
-    await kafka.start()
     try:
+        await kafka.start()  # in the try: a start that fails halfway is stopped too
         start = (await kafka.beginning_offsets([tp]))[tp]
         end = (await kafka.end_offsets([tp]))[tp]
         yield kafka, tp, start, end

@@ -73,8 +73,8 @@ async def consumer_lag(
     kafka = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
-    await kafka.start()
     try:
+        await kafka.start()  # in the try: a start that fails halfway is stopped too
         positions += await _unstored(kafka, bootstrap, positions, expected, tables, existing)
         tps = sorted({TopicPartition(p.topic, p.partition) for p in positions})
         ends = await kafka.end_offsets(tps) if tps else {}
@@ -142,8 +142,8 @@ async def _postgres_positions(database_url: str) -> tuple[list[_Position], set[s
 
 async def _command_positions(bootstrap: str, group: str) -> list[_Position]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     try:
+        await admin.start()  # in the try: a start that fails halfway is stopped too
         # A fresh broker makes its offsets topic when a group is first looked up, and
         # answers "no coordinator" until it has.
         deadline = time.monotonic() + READ_SECONDS
@@ -168,8 +168,8 @@ async def _command_positions(bootstrap: str, group: str) -> list[_Position]:
 
 async def _topics(bootstrap: str) -> set[str]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     try:
+        await admin.start()  # in the try: a start that fails halfway is stopped too
         return set(await admin.list_topics())
     finally:
         await admin.close()

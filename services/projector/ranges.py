@@ -46,8 +46,8 @@ async def apply_range(
 @contextlib.asynccontextmanager
 async def _reading(bootstrap: str) -> AsyncIterator[AIOKafkaConsumer]:
     events = consumer(bootstrap)
-    await events.start()
     try:
+        await events.start()  # in the try: a start that fails halfway is stopped too
         yield events
     finally:
         await events.stop()

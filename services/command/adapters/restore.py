@@ -151,9 +151,11 @@ class Restorer:
         events, and which streams they touched."""
         tp = TopicPartition(topics.EVENTS, partition)
         events = consumer(self._bootstrap)
-        await events.start()
         count, touched = 0, set()
         try:
+            # In the try: a start that fails halfway, or is cancelled (a writer's start is
+            # retried after faults, and each attempt restores), still stops the consumer.
+            await events.start()
             events.assign([tp])
             events.seek(tp, offset)
             end = (await events.end_offsets([tp]))[tp]
