@@ -1,7 +1,8 @@
 """A Kafka client opened for one task (a partition's restore, a replay's range, a question
 to the broker, an operator's command) is closed when its start fails or is cancelled, as
-when the task fails later. No infrastructure: every client is a fake that notes in a
-journal when it is closed."""
+when the task fails later; a replay's two pools are both closed whichever of them fails.
+No infrastructure: every client and pool is a fake that notes in a journal when it is
+closed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from contracts import topics
 from engram import kafka, letters, operate
 from services.command.adapters import restore
 from services.projector import ranges
-from tests.unit.test_startup_cleanup import Part, StepFailed
+from services.projector.adapters import shadow
+from tests.unit.test_startup_cleanup import Breaking, CloseFailed, Part, StepFailed
 
 Task = Callable[[pytest.MonkeyPatch], Awaitable[object]]
 BOOTSTRAP = "kafka:9092"
@@ -134,3 +136,46 @@ async def test_a_client_cancelled_while_it_starts_is_closed(
     with pytest.raises(asyncio.CancelledError):
         await running
     assert journal == ["client closed"]
+
+
+# --- a replay's two pools --------------------------------------------------------------
+
+
+def pools(journal: list[str], *, shadow_fails: bool = False, live_breaks: bool = False) -> Any:
+    """In place of ``create_pool``: the live database's pool, then the shadow's."""
+
+    async def create_pool(dsn: str, **kwargs: object) -> Part:
+        if dsn == "shadow" and shadow_fails:
+            raise StepFailed("the shadow's pool does not open")
+        return Breaking(journal, dsn) if live_breaks and dsn == "live" else Part(journal, dsn)
+
+    return create_pool
+
+
+async def test_a_replay_closes_its_live_pool_then_its_shadow_pool(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    monkeypatch.setattr(shadow, "create_pool", pools(journal))
+    async with shadow.live_and_shadow("live", "shadow"):
+        pass
+    assert journal == ["live closed", "shadow closed"]
+
+
+async def test_a_replay_whose_shadow_pool_does_not_open_closes_its_live_pool(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    monkeypatch.setattr(shadow, "create_pool", pools(journal, shadow_fails=True))
+    with pytest.raises(StepFailed):
+        async with shadow.live_and_shadow("live", "shadow"):
+            pass
+    assert journal == ["live closed"]
+
+
+async def test_a_replay_whose_live_pool_fails_to_close_still_closes_its_shadow_pool(
+    monkeypatch: pytest.MonkeyPatch, journal: list[str]
+) -> None:
+    monkeypatch.setattr(shadow, "create_pool", pools(journal, live_breaks=True))
+    with pytest.raises(CloseFailed):
+        async with shadow.live_and_shadow("live", "shadow"):
+            pass
+    assert journal == ["live close failed", "shadow closed"]

@@ -64,14 +64,22 @@ async def migrate_shadow(shadow_dsn: str) -> None:
 
 @contextlib.asynccontextmanager
 async def live_and_shadow(live_dsn: str, shadow_dsn: str) -> AsyncIterator[tuple[Pool, Pool]]:
-    """A small pool on each database, both closed on the way out."""
+    """A small pool on each database, both closed on the way out (the live one first):
+    the shadow's even when the live one's close fails, the live one's when the shadow's
+    does not open."""
     live = await create_pool(live_dsn, max_size=2)
-    shadow = await create_pool(shadow_dsn, max_size=2)
+    try:
+        shadow = await create_pool(shadow_dsn, max_size=2)
+    except BaseException:
+        await live.close()
+        raise
     try:
         yield live, shadow
     finally:
-        await live.close()
-        await shadow.close()
+        try:
+            await live.close()
+        finally:
+            await shadow.close()
 
 
 def connection(pool: Pool) -> contextlib.AbstractAsyncContextManager[Connection]:
