@@ -84,9 +84,8 @@ def _lifespan(
             stack.push_async_callback(projection.stop)
             processor = _processor(opened, _lookups(opened, projection), settings, common)
             # Its consumer is made in its constructor and stopped when its run ends; a step
-            # that fails before the run closes it here (aiokafka's stop is safe before a
-            # start, and does nothing on a consumer the run has stopped already).
-            stack.push_async_callback(processor._consumer.stop)
+            # that fails before the run closes it here.
+            stack.push_async_callback(processor.close)
             gateway = CommandGateway(common.kafka_bootstrap_servers, processor.submit)
             await gateway.start()
             stack.push_async_callback(gateway.stop)

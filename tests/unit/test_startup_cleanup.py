@@ -108,6 +108,9 @@ class Processor(Part):
         super().__init__(journal, name)
         self._consumer = Client(journal, f"{name}'s consumer")
 
+    async def close(self) -> None:
+        await self._consumer.stop()
+
     async def run(self, *args: object) -> None:
         try:
             await forever()

@@ -113,6 +113,11 @@ class CommandProcessor:
         answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
         return answer if worker.submit(Submitted(envelope, answer)) else None
 
+    async def close(self) -> None:
+        """Stop the consumer its constructor made: for a start that fails before ``run``
+        (which stops it when it ends). Safe before a start and after ``run`` stopped it."""
+        await self._consumer.stop()
+
     async def run(self) -> None:
         self._consumer.subscribe([self._topic], listener=_Rebalance(self))
         try:
