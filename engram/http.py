@@ -125,7 +125,8 @@ READY_TIMEOUT_SECONDS = 2.0
 
 @dataclass(frozen=True)
 class Unanswered:
-    """A part a health check asked gave no answer: none in time, or a fault of the moment."""
+    """A part a health check asked gave no answer: none in time, a fault of the moment, or
+    a login the database refused."""
 
     error: str
 

@@ -16,12 +16,12 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from contracts import topics
+from engram.db import connect
 from engram.kafka import partition_count
 from engram.topic_reads import READ_SECONDS, OperateError, records_between
 
@@ -121,7 +121,7 @@ async def _unstored(
 
 async def _postgres_positions(database_url: str) -> tuple[list[_Position], set[str]]:
     """The offsets stored in Postgres, and the offsets tables that exist."""
-    conn = await asyncpg.connect(database_url)
+    conn = await connect(database_url)
     try:
         out, tables = [], set()
         for schema in POSTGRES_TRACKED:

@@ -202,7 +202,7 @@ async def test_only_a_replays_own_shadow_is_dropped_to_make_it_anew(
     trace: Trace = []
     marks = [replay.SHADOW_MARK, None]  # a replay's shadow, then a database of no comment
 
-    async def connect(dsn: str) -> Conn:
+    async def connect(dsn: str, **settings: object) -> Conn:
         return Conn("server", trace, {}, marks.pop(0))
 
     monkeypatch.setattr(asyncpg, "connect", connect)

@@ -6,7 +6,7 @@ import asyncio
 
 from contracts import topics
 from contracts.envelope import CommandEnvelope
-from engram.kafka import producer
+from engram.kafka import producer, stopped_on_failure
 
 
 class CommandPublisher:
@@ -15,11 +15,9 @@ class CommandPublisher:
         self._producer = producer(bootstrap, acks="all", enable_idempotence=True)
 
     async def start(self) -> None:
-        try:
+        # Connected, then no producer id: close the connections.
+        async with stopped_on_failure(self._producer.stop, "command_publisher"):
             await self._producer.start()
-        except BaseException:  # connected, then no producer id: close the connections
-            await self._producer.stop()
-            raise
 
     async def stop(self) -> None:
         await self._producer.stop()

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from engram.db import create_pool, load_queries, migrate, migrate_shared
+from engram.db import connect, create_pool, load_queries, migrate, migrate_shared
 from engram.stored_offsets import OffsetRow
 from engram.tracking import OFFSETS_UPSERT
 
@@ -30,7 +30,7 @@ Connection: TypeAlias = asyncpg.Connection
 @contextlib.asynccontextmanager
 async def live_server(live_dsn: str) -> AsyncIterator[Connection]:
     """One connection to the live database, for the server's catalogue; closed after."""
-    conn = await asyncpg.connect(live_dsn)
+    conn = await connect(live_dsn)
     try:
         yield conn
     finally:
