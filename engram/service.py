@@ -46,6 +46,8 @@ def _on_done(task: asyncio.Task[None]) -> None:
 
 
 async def cancel(*tasks: asyncio.Task[Any] | None) -> None:
+    """Stop tasks started by ``supervise`` and wait for them. A task's own failure is not
+    raised again here: its done-callback has logged it and stopped the process already."""
     for task in tasks:
         if task and not task.done():
             task.cancel()
