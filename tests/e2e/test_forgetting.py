@@ -7,6 +7,7 @@ import os
 import subprocess
 import uuid
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import asyncpg
@@ -411,7 +412,7 @@ async def test_clear_forgets_every_memory_of_one_scope_after_confirmation(
         assert sorted(e["item_id"] for e in erased) == sorted(mine)
         for item_id in mine:
             await eventually(
-                lambda i=item_id: _status(http, rec, ana.headers, i, 404),
+                partial(_status, http, rec, ana.headers, item_id, 404),
                 what=f"{item_id} gone from recall",
             )
         assert (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import httpx
@@ -257,7 +258,7 @@ async def test_a_sessions_and_an_agents_memory_move_the_own_generation(
                 },
             )
             assert saved.status_code == 201, saved.text
-            start = await eventually(lambda s=start: moved_from(s), what=f"{scope} counted")
+            start = await eventually(partial(moved_from, start), what=f"{scope} counted")
         assert start.split(":")[1] == "2"
 
 

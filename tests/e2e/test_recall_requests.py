@@ -4,6 +4,7 @@ policy set one field at a time, and text PostgreSQL cannot hold."""
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import httpx
 import pytest
@@ -59,7 +60,7 @@ async def test_a_policy_put_keeps_the_fields_it_leaves_out(services: dict[str, s
 async def test_text_with_a_nul_is_refused_naming_the_field(services: dict[str, str]) -> None:
     ana, recall = caller(), services["recall"]
     cursor = base64.urlsafe_b64encode(b"2026-01-01T00:00:00+00:00|a\x00b").decode()
-    asks = [
+    asks: list[tuple[str, str, dict[str, Any], list[str]]] = [
         ("POST", "/v1/recall", {"json": {"query": "a\u0000b"}}, ["body", "query"]),
         ("POST", "/v1/recall", {"json": {"query": "x", "run_id": "r\u0000"}}, ["body", "run_id"]),
         ("POST", "/v1/search", {"json": {"query": "a\u0000b"}}, ["body", "query"]),

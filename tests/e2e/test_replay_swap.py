@@ -8,6 +8,7 @@ import asyncio
 import tempfile
 import uuid
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ async def test_a_damaged_read_model_is_rebuilt_and_swapped_in_while_writes_go_on
             swap = asyncio.create_task(
                 asyncio.to_thread(CliRunner().invoke, app, ["replay", "--into", name, "--swap"])
             )
-            during = []
+            during: list[str] = []
             while not swap.done():
                 during.append(await remember(f"Saved during the swap, number {len(during)}."))
                 await asyncio.sleep(0.05)  # a steady trickle, not a flood
@@ -98,7 +99,7 @@ async def test_a_damaged_read_model_is_rebuilt_and_swapped_in_while_writes_go_on
         )
         assert [x["target_id"] for x in links.json()["links"]] == [other]
         for item_id in during:  # whatever was written during the swap is there after it
-            assert await eventually(lambda i=item_id: content(i), what=f"{item_id}")
+            assert await eventually(partial(content, item_id), what=f"{item_id}")
 
     # And the live read model now equals a fresh replay of the log.
     async with shadow_database(common.database_url, f"engram_check_{ana.org[4:]}") as shadow:

@@ -111,8 +111,8 @@ async def test_a_delivery_that_hangs_or_times_out_is_a_reply_timeout_in_time(
             await asyncio.Event().wait()
         raise KafkaTimeoutError()
 
-    gateway = CommandGateway("127.0.0.1:1", None)  # type: ignore[arg-type]
-    gateway._producer = SimpleNamespace(send_and_wait=send_and_wait)  # type: ignore[assignment]
+    gateway = CommandGateway("127.0.0.1:1", None)
+    gateway._producer = SimpleNamespace(send_and_wait=send_and_wait)
     started = asyncio.get_running_loop().time()
     with pytest.raises(ReplyTimeout):
         await gateway.send(_envelope(), 0.2, recorder.seal)
@@ -139,7 +139,7 @@ async def test_a_reply_that_is_not_the_writers_is_skipped_and_the_listener_goes_
     real = SimpleNamespace(
         key=b"cmd-0001", value=_reply("kafka").model_dump_json().encode(), partition=0, offset=2
     )
-    gateway._consumer = _Replies([forged, real])  # type: ignore[assignment]
+    gateway._consumer = _Replies([forged, real])
     answer: asyncio.Future[CommandReply] = asyncio.get_running_loop().create_future()
     gateway._waiting["cmd-0001"] = {"acme/member:ann": answer}
     listening = asyncio.create_task(gateway._listen())

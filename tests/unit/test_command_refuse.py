@@ -35,7 +35,7 @@ from services.command.state import StreamState
 SECRET = "s" * 32
 VERIFIER = TokenVerifier(CommonSettings.model_validate({"ENGRAM_JWT_SECRET": SECRET}))
 ANA = mint_token(SECRET, org="acme", member="ana")
-ENVELOPE = {
+ENVELOPE: dict[str, Any] = {
     "command_id": "cmd-00000001",
     "type": "RememberMemory",
     "token": ANA,

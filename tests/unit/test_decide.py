@@ -394,6 +394,7 @@ def test_an_agent_brings_no_earlier_text_back_over_a_confirmed_fact() -> None:
     [unpinned] = run(state, c.UndoChange(item_id=item, base_revision=3), agent)
     assert isinstance(unpinned, MemoryPinned) and not unpinned.pinned
     [restored] = run(state, c.RestoreRevision(item_id=item, base_revision=4, revision=1))
+    assert isinstance(restored, MemoryRevised)
     assert unseal(restored.content) == "Team lunch is on Thursday."  # a person may
 
 
@@ -477,6 +478,7 @@ def test_a_relabel_changes_kind_or_tags_in_a_new_revision_and_undo_takes_it_back
     assert isinstance(undone, MemoryRelabeled) and undone.kind == "note"
     assert labels_of(undone) == Labels(key="tea", tags=("food",), sources=("m-1",))
     [cleared] = run(state, c.RelabelMemory(item_id=saved.item_id, base_revision=3, tags=()))
+    assert isinstance(cleared, MemoryRelabeled)
     assert labels_of(cleared) == Labels(key="tea", sources=("m-1",))
     with pytest.raises(ValueError, match="the new kind, the new tags, or both"):
         c.RelabelMemory(item_id=saved.item_id, base_revision=4)

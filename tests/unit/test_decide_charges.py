@@ -158,6 +158,6 @@ async def test_the_writers_of_one_process_spend_from_one_account() -> None:
                 }
             ]
 
-    policies = OrgPolicies(Pool())  # type: ignore[arg-type]
+    policies = OrgPolicies(Pool())
     first, second = await asyncio.gather(policies.limits({"acme"}), policies.limits({"acme"}))
     assert first["acme"].account is second["acme"].account and Pool.reads == 1

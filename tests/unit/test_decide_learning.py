@@ -277,6 +277,6 @@ def test_the_projector_marks_inferences_as_the_writer_folds_them(
                 ids.append(event.item_id)
                 inferred_at_birth[event.item_id] = event.inferred
     marks = inference_marks(events, {})
-    for item_id, item in state.items.items():
-        expected = inferred_at_birth[item_id] and not item.confirmed
+    for item_id, memory in state.items.items():
+        expected = inferred_at_birth[item_id] and not memory.confirmed
         assert marks.get(item_id, False) == expected, item_id

@@ -71,7 +71,7 @@ async def turn_letter(value: bytes) -> str:
         MASTER,
     )
     extractor.follower = letters = Letters()  # type: ignore[assignment]
-    await extractor.handle_batch(None, [record(value)])  # type: ignore[arg-type]
+    await extractor.handle_batch(None, [record(value)])
     [error] = letters.errors
     return error
 
@@ -145,7 +145,7 @@ async def test_an_undecodable_event_is_lettered_without_its_text() -> None:
     }
     recorder = SourceRecorder(MASTER)
     recorder.follower = letters = Letters()  # type: ignore[assignment]
-    await recorder.handle_batch(None, [record(json.dumps(event).encode(), topics.EVENTS)])  # type: ignore[arg-type]
+    await recorder.handle_batch(None, [record(json.dumps(event).encode(), topics.EVENTS)])
     [error] = letters.errors
     assert error.startswith("undecodable event: kind: Input should be")
     assert_holds_no_input(error)

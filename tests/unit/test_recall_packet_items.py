@@ -87,7 +87,7 @@ async def test_a_packet_holds_the_requests_max_items_else_the_orgs_else_12(
     assert len(await packet_ids(store, policy=policy, max_items=3)) == 3
     assert len(await packet_ids(store, policy=policy)) == 12
     assert len(await packet_ids(store, policy=policy, max_items=50)) == 30  # all there are
-    org = Memories(60, OrgPolicy(policy=policy, max_items=5))  # type: ignore[arg-type]
+    org = Memories(60, OrgPolicy(policy=policy, max_items=5))
     assert len(await packet_ids(org)) == 5
     assert len(await packet_ids(org, max_items=50)) == 50
     assert len(await packet_ids(org, max_items=2)) == 2

@@ -27,12 +27,12 @@ async def test_a_record_of_one_fetch_is_lettered_once() -> None:
         topic="engram.events",
         group_id="g",
         pool=None,
-        offsets_table="projector.offsets",  # type: ignore[arg-type]
+        offsets_table="projector.offsets",
         service="projector",
         handle=handle,
     )
     producer = Producer()
-    follower._letters.producer = producer  # type: ignore[assignment]
+    follower._letters.producer = producer
     poison = SimpleNamespace(
         topic="engram.events", partition=0, offset=38, key=b"k", value=b"not json {"
     )
