@@ -19,7 +19,7 @@ from contracts import topics
 from engram import kafka, letters, operate
 from services.command.adapters import restore
 from services.projector import ranges
-from services.projector.adapters import shadow
+from services.projector.adapters import event_log, shadow
 from tests.unit.test_startup_cleanup import Breaking, CloseFailed, Part, StepFailed
 
 Task = Callable[[pytest.MonkeyPatch], Awaitable[object]]
@@ -78,7 +78,7 @@ def measuring_lag(mp: pytest.MonkeyPatch) -> Awaitable[object]:
 # Each task, the module and name of the client class (or factory) it opens, and the task.
 TASKS: dict[str, tuple[Any, str, Task]] = {
     "restore": (restore, "consumer", restoring),
-    "replay range": (ranges, "consumer", applying),
+    "replay range": (event_log, "consumer", applying),
     "partition count": (
         kafka,
         "AIOKafkaAdminClient",

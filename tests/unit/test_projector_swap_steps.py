@@ -236,9 +236,8 @@ async def test_a_record_postgres_refuses_is_found_and_let_go_with_the_offset_sto
         def __init__(self, offset: int) -> None:
             self.offset, self.key = offset, b"org/x"
 
-    tp = ranges.TopicPartition("engram.events", 0)
     run = ranges._Range(Pool("shadow", trace, {}), Projector(), None, None, None, "g")  # type: ignore[arg-type]
-    await run._batch(tp, [Record(10), Record(11), Record(12)])
+    await run._batch(0, [Record(10), Record(11), Record(12)])
     assert letters == [11] and run.count == 3
     assert [t[1:] for t in trace if t[1] in {"BEGIN", "COMMIT", "ROLLBACK", "batch"}] == [
         ("BEGIN",), ("batch", "[10, 11, 12]"), ("ROLLBACK",),
