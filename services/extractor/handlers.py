@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import asyncpg
 from prometheus_client import Counter
 from pydantic import ValidationError
 
@@ -29,17 +27,18 @@ from contracts.events import (
 )
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import MasterKey
-from engram.db import load_queries
 from engram.logging import get_logger
 from engram.tracking import PoisonMessageError, TrackedFollower
+from services.extractor.adapters import store
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
+from services.extractor.adapters.store import Connection
+from services.extractor.adapters.store import Q as Q  # adapters/sources.py reads it here
 from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted, problem_text
 from services.extractor.rules import rule_candidates
 
 log = get_logger(__name__)
-Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
 PROPOSED = Counter("engram_extractor_proposals", "Candidates proposed", ["method"])
 SKIPPED = Counter("engram_extractor_turns_skipped", "Turns not extracted", ["reason"])
 WATCHED = frozenset({"MemoryRemembered", "MemoryRevised", "MemoryForgotten"})
@@ -60,11 +59,11 @@ class TurnExtractor:
         self._master = master
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
 
-    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
+    async def handle_batch(self, conn: Connection, records: list[Any]) -> None:
         for record in records:
             await self._handle(conn, record)
 
-    async def _handle(self, conn: asyncpg.Connection, record: Any) -> None:
+    async def _handle(self, conn: Connection, record: Any) -> None:
         if topics.is_roll_marker(record.headers, record.value):
             return  # the pruner's own (engram/log_pruner.py): no turn
         try:
@@ -78,7 +77,7 @@ class TurnExtractor:
         method, candidates, failure = await self._extract(turn)
         envelopes = proposals(turn, key, method, candidates, self._clock())
         await self._publisher.publish(envelopes)
-        await conn.execute(Q["turn_done"], *key, method, len(envelopes))
+        await store.turn_done(conn, key, method, len(envelopes))
         PROPOSED.labels(method).inc(len(envelopes))
         log.info(
             "turn_extracted",
@@ -106,7 +105,7 @@ class TurnExtractor:
 
     async def _pending(
         self,
-        conn: asyncpg.Connection,
+        conn: Connection,
         principal: Principal,
         turn: ConversationTurn,
         key: TurnKey,
@@ -114,23 +113,23 @@ class TurnExtractor:
         org = principal.org
         # Handled once, whatever the method: a turn read again (a replay, a repeated
         # publish, a re-drive of a fallback's dead letter) must not spend AI budget twice.
-        if await conn.fetchval(Q["turn_method"], *key) is not None:
+        if await store.turn_method(conn, key) is not None:
             return _skip("already_handled", turn)
         # An org whose memory is off learns nothing (seed 004's memory capability).
-        if not await _switched_on(conn, "memory", org):
+        if not await store.memory_on(conn, org):
             return _skip("memory_off", turn)
         # A session whose `generate` is off teaches nothing, its agent included (seed 002).
-        if principal.session and not await _switched_on(
-            conn, "generate", org, principal.session, principal.fork_of
+        if principal.session and not await store.generate_on(
+            conn, org, principal.session, principal.fork_of
         ):
             return _skip("generate_off", turn)
         # An org whose agent memory is off teaches its agents nothing (seed 002).
-        if turn.scope == "agent" and not await _switched_on(conn, "agent_memory", org):
+        if turn.scope == "agent" and not await store.agent_memory_on(conn, org):
             return _skip("agent_memory_off", turn)
         # Forgetting an item suppresses extraction from the messages it came from, in its
         # own stream (source ids are the caller's, so may be per member).
         ids = looked_up(self._master, org, [turn.turn_id, *turn.sources])
-        if await conn.fetchval(Q["suppressed"], org, ids, key.stream_id):
+        if await store.suppressed(conn, org, ids, key.stream_id):
             return _skip("suppressed", turn)
         return True
 
@@ -149,19 +148,6 @@ class TurnExtractor:
         return "ai", select(found, message), None
 
 
-async def _switched_on(conn: asyncpg.Connection, query: str, *args: Any) -> bool:
-    """A switch of recall's policies (a session's ``generate``, the org's agent memory)."""
-    try:
-        async with conn.transaction():  # a savepoint: a failure here spoils no batch
-            return bool(await conn.fetchval(Q[query], *args))
-    except (
-        asyncpg.UndefinedFunctionError,
-        asyncpg.UndefinedTableError,
-        asyncpg.UndefinedColumnError,
-    ):  # recall's migrations have not run: all on
-        return True
-
-
 class SourceRecorder:
     """engram.events -> which sources each item came from, suppressed once it is forgotten.
 
@@ -173,7 +159,7 @@ class SourceRecorder:
         self.follower: TrackedFollower | None = None  # set by the app (dead letters)
         self._master = master
 
-    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
+    async def handle_batch(self, conn: Connection, records: list[Any]) -> None:
         for record in records:
             try:
                 decoded = _watched_event(record)
@@ -206,7 +192,7 @@ def _unwatched(raw: bytes) -> bool:
         return False
 
 
-async def _record(conn: asyncpg.Connection, stream: str, event: Event, master: MasterKey) -> None:
+async def _record(conn: Connection, stream: str, event: Event, master: MasterKey) -> None:
     org = stream.split("/", 1)[0]
     hashes: tuple[str, ...] = ()
     if isinstance(event, MemoryRemembered):
@@ -215,10 +201,9 @@ async def _record(conn: asyncpg.Connection, stream: str, event: Event, master: M
     elif isinstance(event, MemoryRevised):  # a keyed save that brought sources
         hashes = event.source_hashes
     if hashes:  # in the item's stream: suppressed there once it is forgotten
-        await conn.execute(Q["record_sources"], org, list(hashes), event.item_id, stream)
+        await store.record_sources(conn, org, list(hashes), event.item_id, stream)
     elif isinstance(event, MemoryForgotten) and event.moved_to is None:  # (QA: a move's did)
-        await conn.execute(Q["suppress_sources"], org, event.item_id)
-        await conn.execute(Q["suppress_item_id"], org, event.item_id)
+        await store.suppress_sources(conn, org, event.item_id)
         log.info("sources_suppressed", org=org, item_id=event.item_id)
 
 

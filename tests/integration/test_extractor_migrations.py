@@ -14,9 +14,10 @@ import pytest
 from engram.crypto import MasterKey
 from engram.db import apply_migrations, migrate_shared
 from services.extractor.adapters.sources import rehash_sources
+from services.extractor.adapters.store import Q
 from services.extractor.app import SQL_DIR
 from services.extractor.core import author
-from services.extractor.handlers import Q, looked_up
+from services.extractor.handlers import looked_up
 from tests.support import shadow_database
 
 pytestmark = pytest.mark.integration
