@@ -7,7 +7,7 @@ import asyncpg
 
 from engram.crypto import MasterKey
 from engram.logging import get_logger
-from services.extractor.handlers import Q
+from services.extractor.adapters.store import Q
 
 log = get_logger(__name__)
 
