@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 from pydantic import ValidationError
 
 from contracts.envelope import EventHeader
@@ -23,6 +22,7 @@ from engram.logging import get_logger
 from engram.tracking import DeadLetter
 from services.indexer import metrics
 from services.indexer.adapters.store import (
+    Connection,
     VectorRow,
     VectorStore,
     apply_plans,
@@ -87,7 +87,7 @@ class EventIndexer:
         wanted = [s for s, p in zip(touched, plans, strict=True) if p.embed]
         return Prepared(changed, plans, await self._embed(wanted, last, dead_letter))
 
-    async def write(self, conn: asyncpg.Connection, prepared: Prepared) -> None:
+    async def write(self, conn: Connection, prepared: Prepared) -> None:
         if prepared.plans:
             await apply_plans(conn, prepared.states, prepared.plans)
         result = await write_vectors(conn, prepared.vectors)

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
-
 from engram.budget import DailyBudget
 from engram.db import migrate, migrate_shared
 from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
@@ -30,6 +28,7 @@ from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
 from services.indexer.adapters.store import (
     ItemText,
+    Pool,
     VectorRow,
     VectorStore,
     create_vector_pool,
@@ -54,7 +53,7 @@ class ReindexProgress:
 
 
 async def reindex(
-    pool: asyncpg.Pool,
+    pool: Pool,
     provider: EmbeddingProvider,
     *,
     org: str | None = None,
@@ -147,9 +146,7 @@ def _report(state: ReindexProgress, progress: Callable[[ReindexProgress], None] 
         progress(state)
 
 
-async def reindex_loop(
-    pool: asyncpg.Pool, provider: EmbeddingProvider, settings: IndexerSettings
-) -> None:
+async def reindex_loop(pool: Pool, provider: EmbeddingProvider, settings: IndexerSettings) -> None:
     """The background pass: at start, then every ``reindex_interval_s`` (0: only once)."""
     while True:
         await reindex(

@@ -1,5 +1,5 @@
 """The projector's batch handler: decode (once, ``prepare``) -> guard (``guard``) -> open
-(``opening``) -> core.project -> SQL.
+(``opening``) -> core.project -> the statements (``adapters/store.py``).
 
 A batch of new memories only (the bulk of the log) is applied by one statement with its
 offsets, outside a transaction (``apply_new_items``, 009_one_statement_batches.sql): two
@@ -14,33 +14,26 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
-import asyncpg
 from pydantic import ValidationError
 
 from contracts.events import MemoryForgotten, MemoryRemembered, decode_event
-from engram.db import load_queries
 from engram.keystore import KeyStore, shred
 from engram.tracking import DeadLetter, OffsetRow
+from services.projector.adapters import store
 from services.projector.adapters.guard import guard
 from services.projector.adapters.marks import marked, record_charges, record_inferences
+from services.projector.adapters.store import Connection, Writes
 from services.projector.core import (
     WRITE_ORDER,
     Decoded,
-    audit_row,
     org_scope,
     project,
     status_after,
     touches_active,
 )
 from services.projector.opening import key_ids, open_event
-
-Q = load_queries(Path(__file__).parent / "sql" / "queries.sql")
-# Writes of a batch that run as one statement over all their rows (an array of a row type),
-# not one execution per row: the term index's trigger then indexes the batch in one go.
-ONE_STATEMENT = frozenset({"insert_item", "insert_revision"})
 
 
 class EventProjector:
@@ -57,7 +50,7 @@ class EventProjector:
         return good
 
     async def apply_new_items(
-        self, conn: asyncpg.Connection, good: list[Decoded], offsets: list[OffsetRow]
+        self, conn: Connection, good: list[Decoded], offsets: list[OffsetRow]
     ) -> bool:
         """Apply a batch of new memories and store ``offsets``, in one statement; True when
         done. False, with nothing written, for any other batch: one with an event of
@@ -66,34 +59,18 @@ class EventProjector:
         takes it."""
         if not _new_items_only(good) or (spans := _stream_spans(good)) is None:
             return False
-        firsts, lasts = spans
         writes, bumped, _ = _plan(good, {}, await self._keys.get_many(key_ids(good)))
-        streams = list(firsts)
-        try:
-            applied: bool = await conn.fetchval(
-                Q["apply_new_items"],
-                [audit_row(env, event) for _, env, event in good],
-                writes["insert_item"],
-                writes["insert_revision"],
-                streams,
-                [firsts[s] for s in streams],
-                [lasts[s] for s in streams],
-                *_generation_columns(bumped),
-                *(list(column) for column in zip(*offsets, strict=True)),
-            )
-        except asyncpg.UniqueViolationError:  # applied by another, meanwhile
-            return False
-        return applied
+        return await store.apply_new_items(conn, good, writes, spans, bumped, offsets)
 
     async def dead_letter(self, record: Any, error: str) -> None:
         """A record that cannot be applied: to whoever this projector reports poison to."""
         await self._dead_letter_one(record, error)
 
-    async def handle_batch(self, conn: asyncpg.Connection, records: list[Any]) -> None:
+    async def handle_batch(self, conn: Connection, records: list[Any]) -> None:
         """Decode and write a batch in the caller's transaction (a replay does this)."""
         await self.write(conn, await self.prepare(records, self._dead_letter_one))
 
-    async def write(self, conn: asyncpg.Connection, good: list[Decoded]) -> None:
+    async def write(self, conn: Connection, good: list[Decoded]) -> None:
         """The full path, in the caller's transaction: guard, writes, heads and counts."""
         if not good:
             return
@@ -109,29 +86,15 @@ class EventProjector:
 
     async def _apply(
         self,
-        conn: asyncpg.Connection,
+        conn: Connection,
         batch: list[Decoded],
         heads: dict[str, int],
         status: dict[str, str | None],
         keys: dict[str, bytes],
     ) -> None:
         writes, bumped, forgotten = _plan(batch, status, keys)
-        for query in WRITE_ORDER:
-            if not (rows := writes.get(query)):
-                continue
-            if query in ONE_STATEMENT:
-                await conn.execute(Q[query], rows)
-            else:
-                await conn.executemany(Q[query], rows)
-        # The heads of the streams written, the generations, and the term index's counts
-        # (once per batch, not per item), in one statement.
-        fresh_streams = list({env.stream_id for _, env, _ in batch})
-        await conn.execute(
-            Q["finish"],
-            fresh_streams,
-            [heads[s] for s in fresh_streams],
-            *_generation_columns(bumped),
-        )
+        await store.write_rows(conn, writes)
+        await store.finish(conn, batch, heads, bumped)
         for item_id in forgotten:
             await shred(conn, item_id)
             self._keys.forget_cached(item_id)
@@ -176,10 +139,10 @@ def _stream_spans(good: list[Decoded]) -> tuple[dict[str, int], dict[str, int]] 
 
 def _plan(
     batch: list[Decoded], status: dict[str, str | None], keys: dict[str, bytes]
-) -> tuple[defaultdict[str, list[tuple[Any, ...]]], Counter[tuple[str, str]], list[str]]:
+) -> tuple[Writes, Counter[tuple[str, str]], list[str]]:
     """The batch's writes by query, the generations it bumps per (org, scope), and the
     items it forgets; ``status`` (the items' statuses before the batch) is updated."""
-    writes: defaultdict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    writes: Writes = defaultdict(list)
     generations: Counter[tuple[str, str]] = Counter()
     forgotten: list[str] = []
     for _, env, event in batch:
@@ -194,12 +157,3 @@ def _plan(
         if isinstance(event, MemoryForgotten):
             forgotten.append(event.item_id)
     return writes, generations, forgotten
-
-
-def _generation_columns(bumped: Counter[tuple[str, str]]) -> tuple[list[Any], ...]:
-    """Orgs, scopes and bumps, as the statements take them."""
-    return (
-        [org for org, _ in bumped],
-        [scope for _, scope in bumped],
-        list(bumped.values()),
-    )
