@@ -25,7 +25,7 @@ from aiokafka import TopicPartition
 
 from contracts import topics
 from contracts.commands import Command, ForgetMoved
-from contracts.envelope import Actor, CommandEnvelope, CommandReply, EventEnvelope, MadeBy
+from contracts.envelope import Actor, CommandEnvelope, CommandReply, MadeBy, event_json
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import Principal, TokenVerifier
 from engram.faults import is_transient
@@ -298,29 +298,27 @@ class PartitionWriter:
         self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event
     ) -> str:
         name = type(event).__name__
-        envelope = EventEnvelope(
-            event_id=str(uuid.uuid4()),
+        event_id, seq = str(uuid.uuid4()), state.seq + 1
+        value = event_json(
+            event_id=event_id,
             type=name,
             schema_version=SCHEMA_VERSIONS[name],
             stream_id=state.stream_id,
-            seq=state.seq + 1,
+            seq=seq,
             command_id=env.command_id,
             occurred_at=datetime.now(UTC),
             actor=actor,
             made_by=made,
-            payload=event.model_dump(mode="json"),
+            payload=event,
         )
-        evolve(state, envelope.seq, env.command_id, event)
+        evolve(state, seq, env.command_id, event)
         self.streams.dirty.add(state.stream_id)
         self._sent.append(
             await self._out.producer.send(
-                topics.EVENTS,
-                envelope.model_dump_json().encode(),
-                key=state.stream_id.encode(),
-                partition=self.partition,
+                topics.EVENTS, value, key=state.stream_id.encode(), partition=self.partition
             )
         )
-        return envelope.event_id
+        return event_id
 
     async def refuse(self, item: Queued, why: str) -> Cleanup:
         """Refuse, undecided, a command that broke the writer alone (``Outbox.refuse``)."""
