@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from contracts import commands as c
 from contracts.events import (
+    Event,
     MemoryLinked,
     MemoryRemembered,
     MemoryStatusChanged,
@@ -95,6 +96,26 @@ def build(
             item_id=item_id, target_id=other_id, kind="related" if a["flag"] else "depends-on"
         ),
     }[kind]()
+
+
+def command_events(sequence: list[Any], stream_id: str = "acme/member:ana") -> list[Event]:
+    """The events ``decide`` makes of a command sequence, each folded in before the next
+    command (the commands a step names that are refused make none)."""
+    state = StreamState(stream_id)
+    ids: list[str] = []
+    events: list[Event] = []
+    for kind, a in sequence:
+        item_id = ids[a["slot"] % len(ids)] if ids else "missing"
+        other_id = ids[a["other"] % len(ids)] if ids else "missing"
+        try:
+            decided = decide(state, build(kind, a, item_id, state, other_id), make_context())
+        except DomainError:
+            continue
+        for event in decided:
+            evolve(state, state.seq + 1, f"c{state.seq + 1}", event)
+            ids += [event.item_id] if isinstance(event, MemoryRemembered) else []
+            events.append(event)
+    return events
 
 
 @settings(max_examples=300, deadline=None)

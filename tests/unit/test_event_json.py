@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.envelope import Actor, EventEnvelope, MadeBy, event_json
-from contracts.events import SCHEMA_VERSIONS, Event, MemoryRemembered, Sealed, decode_event
-from services.command.core import decide
-from services.command.errors import DomainError
-from services.command.fold import evolve
-from services.command.state import StreamState
-from tests.unit.conftest import make_context
-from tests.unit.test_decide_properties import build, steps
+from contracts.events import SCHEMA_VERSIONS, MemoryRemembered, Sealed, decode_event
+from tests.unit.test_decide_properties import command_events, steps
 
 ACTORS = st.sampled_from(
     [
@@ -30,29 +25,12 @@ WHEN = st.sampled_from(
 MADE_BY = st.sampled_from([None, "person", "agent", "extraction", "promotion", "fork", "proposal"])
 
 
-def events_of(sequence: list[Any]) -> list[Event]:
-    """The events ``decide`` makes of a random command sequence (as the property tests)."""
-    state, ids, made = StreamState("acme/member:ana"), list[str](), list[Event]()
-    for kind, a in sequence:
-        item_id = ids[a["slot"] % len(ids)] if ids else "missing"
-        other_id = ids[a["other"] % len(ids)] if ids else "missing"
-        try:
-            events = decide(state, build(kind, a, item_id, state, other_id), make_context())
-        except DomainError:
-            continue
-        for event in events:
-            evolve(state, state.seq + 1, f"c{state.seq}", event)
-            ids += [event.item_id] if event.item_id not in ids else []
-            made.append(event)
-    return made
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.lists(steps(), min_size=1, max_size=25), ACTORS, WHEN, MADE_BY)
 def test_event_json_is_the_envelope_models_json(
     sequence: list[Any], actor: Actor, when: datetime, made_by: MadeBy | None
 ) -> None:
-    for seq, event in enumerate(events_of(sequence), start=1):
+    for seq, event in enumerate(command_events(sequence), start=1):
         name = type(event).__name__
         header: dict[str, Any] = {
             "event_id": f"e{seq}",

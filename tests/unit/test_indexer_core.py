@@ -20,10 +20,6 @@ from contracts.events import (
     MemoryStatusChanged,
 )
 from engram.embeddings.retry import backoff
-from services.command.core import decide
-from services.command.errors import DomainError
-from services.command.fold import evolve
-from services.command.state import StreamState
 from services.indexer.core import (
     Plan,
     Seen,
@@ -34,8 +30,8 @@ from services.indexer.core import (
     plan,
     verdict,
 )
-from tests.unit.conftest import make_context, plain_seal, unseal
-from tests.unit.test_decide_properties import build, steps
+from tests.unit.conftest import plain_seal, unseal
+from tests.unit.test_decide_properties import command_events, steps
 
 ORG, SCOPE = "acme", "member:ana"
 
@@ -228,30 +224,12 @@ def apply_batch(store: dict[str, Vector], tracked: dict[str, Tracked], batch: li
             store[item_id] = Vector(state.revision, unseal(state.content))
 
 
-def command_events(sequence: list[Any]) -> list[Event]:
-    state = StreamState(f"{ORG}/{SCOPE}")
-    ids: list[str] = []
-    events: list[Event] = []
-    for kind, a in sequence:
-        item_id = ids[a["slot"] % len(ids)] if ids else "missing"
-        other_id = ids[a["other"] % len(ids)] if ids else "missing"
-        try:
-            decided = decide(state, build(kind, a, item_id, state, other_id), make_context())
-        except DomainError:
-            continue
-        for event in decided:
-            evolve(state, state.seq + 1, f"c{state.seq + 1}", event)
-            ids += [event.item_id] if isinstance(event, MemoryRemembered) else []
-            events.append(event)
-    return events
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(steps(), min_size=1, max_size=40), st.lists(st.integers(1, 6), min_size=1))
 def test_vectors_always_hold_the_current_text_of_active_items_only(
     sequence: list[Any], cuts: list[int]
 ) -> None:
-    events = command_events(sequence)
+    events = command_events(sequence, f"{ORG}/{SCOPE}")
     store: dict[str, Vector] = {}
     tracked: dict[str, Tracked] = {}
     start = 0
