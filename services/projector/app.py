@@ -21,7 +21,8 @@ from engram.service import cancel, supervise
 from engram.settings import CommonSettings
 from engram.tracking import PreparingFollower
 from services.projector.adapters.deltas import vacuum_deltas
-from services.projector.handlers import Decoded, EventProjector
+from services.projector.core import Decoded
+from services.projector.handlers import EventProjector
 from services.projector.settings import ProjectorSettings
 
 SQL_DIR = Path(__file__).parent / "sql"
