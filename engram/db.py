@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TypeAlias
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
@@ -22,6 +23,10 @@ import asyncpg
 from engram.logging import get_logger, process_service
 
 log = get_logger(__name__)
+# The handles a service's adapters give out and take back: the handlers and steps that
+# pass them along name these and need not know the driver.
+Connection: TypeAlias = asyncpg.Connection
+Pool: TypeAlias = asyncpg.Pool
 MIGRATION = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 SHARED_SQL_DIR = Path(__file__).parent / "sql"
 

@@ -27,12 +27,12 @@ from contracts.events import (
 )
 from engram.auth import AuthError, Principal, ScopeError, TokenVerifier
 from engram.crypto import MasterKey
+from engram.db import Connection
 from engram.logging import get_logger
 from engram.tracking import PoisonMessageError, TrackedFollower
 from services.extractor.adapters import store
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.adapters.store import Connection
 from services.extractor.adapters.store import Q as Q  # adapters/sources.py reads it here
 from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted, problem_text

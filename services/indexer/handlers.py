@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from contracts.envelope import EventHeader
 from contracts.events import Event, MemoryForgotten, Sealed, decode_event
 from engram.crypto import open_sealed
+from engram.db import Connection
 from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider
 from engram.keystore import KeyStore
@@ -22,7 +23,6 @@ from engram.logging import get_logger
 from engram.tracking import DeadLetter
 from services.indexer import metrics
 from services.indexer.adapters.store import (
-    Connection,
     VectorRow,
     VectorStore,
     apply_plans,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram.budget import DailyBudget
-from engram.db import migrate, migrate_shared
+from engram.db import Pool, migrate, migrate_shared
 from engram.embeddings.errors import BudgetExhaustedError, EmbeddingError
 from engram.embeddings.providers import EmbeddingProvider, open_provider
 from engram.embeddings.settings import EmbeddingSettings
@@ -28,7 +28,6 @@ from services.indexer import metrics
 from services.indexer.adapters.jobs import Job, ReindexJobs
 from services.indexer.adapters.store import (
     ItemText,
-    Pool,
     VectorRow,
     VectorStore,
     create_vector_pool,

@@ -19,12 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.events import MemoryForgotten, MemoryRemembered, decode_event
+from engram.db import Connection
 from engram.keystore import KeyStore, shred
 from engram.tracking import DeadLetter, OffsetRow
 from services.projector.adapters import store
 from services.projector.adapters.guard import guard
 from services.projector.adapters.marks import marked, record_charges, record_inferences
-from services.projector.adapters.store import Connection, Writes
+from services.projector.adapters.store import Writes
 from services.projector.core import (
     WRITE_ORDER,
     Decoded,

@@ -7,17 +7,14 @@ Each function takes the follower's connection: what it writes commits with the o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import asyncpg
 
-from engram.db import load_queries
+from engram.db import Connection, load_queries
 from services.extractor.core import Method, TurnKey
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
-
-# The handle the handlers pass along: they need not know the driver.
-Connection: TypeAlias = asyncpg.Connection
 
 
 async def turn_method(conn: Connection, key: TurnKey) -> str | None:

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeAlias
 
 import asyncpg
 from pgvector.asyncpg import register_vector
@@ -25,10 +24,6 @@ from services.indexer.core import Plan, Seen, Text, Tracked, Verdict, verdict
 from services.indexer.errors import ModelMismatchError
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
-
-# The handles the handler and re-embedding pass along: they need not know the driver.
-Connection: TypeAlias = asyncpg.Connection
-Pool: TypeAlias = asyncpg.Pool
 
 
 @dataclass(frozen=True)

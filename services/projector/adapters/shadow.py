@@ -7,11 +7,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
-import asyncpg
-
-from engram.db import connect, create_pool, load_queries, migrate, migrate_shared
+from engram.db import (
+    Connection,
+    Pool,
+    connect,
+    create_pool,
+    load_queries,
+    migrate,
+    migrate_shared,
+)
 from engram.stored_offsets import OffsetRow
 from engram.tracking import OFFSETS_UPSERT
 
@@ -20,11 +26,6 @@ Q = load_queries(SQL_DIR / "queries.sql")
 STORE_OFFSET = OFFSETS_UPSERT.format(table="projector.offsets")
 # The tables a checksum covers, in the order it reads them (queries ``checksum_<table>``).
 CHECKSUMMED = ("items", "revisions", "tombstones", "generations", "links", "proposals")
-
-# The handles these adapters give out and take back: the steps that pass them along
-# need not know the driver.
-Pool: TypeAlias = asyncpg.Pool
-Connection: TypeAlias = asyncpg.Connection
 
 
 @contextlib.asynccontextmanager

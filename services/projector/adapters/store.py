@@ -17,14 +17,11 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from engram.db import load_queries
+from engram.db import Connection, load_queries
 from engram.tracking import OffsetRow
 from services.projector.core import WRITE_ORDER, Decoded, audit_row
 
 Q = load_queries(Path(__file__).parent.parent / "sql" / "queries.sql")
-
-# The handle the handler passes along: it need not know the driver.
-Connection: TypeAlias = asyncpg.Connection
 # A batch's writes as the handler plans them: each query's rows (``Write.args``), in order.
 Writes: TypeAlias = defaultdict[str, list[tuple[Any, ...]]]
 
