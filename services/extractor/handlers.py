@@ -33,7 +33,6 @@ from engram.tracking import PoisonMessageError, TrackedFollower
 from services.extractor.adapters import store
 from services.extractor.adapters.ai import ChatExtractor
 from services.extractor.adapters.commands import CommandPublisher
-from services.extractor.adapters.store import Q as Q  # adapters/sources.py reads it here
 from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted, problem_text
 from services.extractor.rules import rule_candidates
