@@ -47,7 +47,7 @@ def evolve(state: StreamState, seq: int, command_id: str, event: Event) -> None:
         # Retention's, after the command's own events: its answer names the memory of its
         # last own event still (QA: a keyed save of another kind answered with the memory
         # it archived, a confirm and a promotion too).
-        state.results[command_id].update(seq=seq, generation=state.generation)
+        state.update_result(command_id, seq=seq, generation=state.generation)
         return
     item = state.items[event.item_id]
     # Several events of one command: the answer is the state after the last, with the

@@ -135,6 +135,15 @@ class StreamState:
     # How many of ``items`` are not forgotten (None until the first use under a quota; a
     # cache, as ``keyed``).
     live: int | None = field(default=None, compare=False, repr=False)
+    # How many commands the stream has kept an answer of, ever: an answer's place in the
+    # order of ``results`` is ``answers_made - len(results)`` plus its index there, and a
+    # checkpoint stores each answer as a row by that place (``rows.changed_answers``).
+    # Bookkeeping for storage, as ``stored``: compared by nothing.
+    answers_made: int = field(default=0, compare=False, repr=False)
+    # The commands whose answers (or digests) are new or changed since the last checkpoint
+    # (None: store every kept answer, as a new stream or one from a row of before answer
+    # rows must; a cache, as ``touched``).
+    answered: set[str] | None = field(default=None, compare=False, repr=False)
 
     def candidates_of(self, run_id: str) -> int:
         return (self.run_candidates or {}).get(run_id, 0)
@@ -149,9 +158,27 @@ class StreamState:
         keep_newest(runs, RUNS_KEPT)
 
     def keep_result(self, command_id: str, result: dict[str, Any]) -> None:
-        """A command's answer as its events left the stream, its last ``ANSWERS_KEPT``."""
+        """A command's answer as its events left the stream, its last ``ANSWERS_KEPT``. (A
+        command of several events keeps the answer after each: a dict keeps the place of
+        a key assigned again, so answers only ever join at the newest end.)"""
+        if command_id not in self.results:
+            self.answers_made += 1
         self.results[command_id] = result
+        self._answered(command_id)
         keep_newest(self.results, ANSWERS_KEPT)
+        if kept := self.fingerprints:
+            while kept and next(iter(kept)) not in self.results:  # their answers went
+                del kept[next(iter(kept))]
+            self.fingerprints = kept or None  # as a row with no digests loads
+
+    def update_result(self, command_id: str, **changes: Any) -> None:
+        """Change a kept answer in place (a command's later event moved its figures)."""
+        self.results[command_id].update(changes)
+        self._answered(command_id)
+
+    def _answered(self, command_id: str) -> None:
+        if self.answered is not None:
+            self.answered.add(command_id)
 
     def first_answer(self, command_id: str) -> dict[str, Any] | None:
         """What a repeat of this command is answered with, if the stream decided it: its
@@ -164,20 +191,18 @@ class StreamState:
 
     def record_fingerprint(self, command_id: str, digest: bytes) -> None:
         if command_id in self.results:  # it was answered (it wrote events)
-            self.fingerprints = kept = self.fingerprints or {}
-            kept[command_id] = digest
-            while next(iter(kept)) not in self.results:  # the oldest lost their answers
-                del kept[next(iter(kept))]
+            self.fingerprints = self.fingerprints or {}
+            self.fingerprints[command_id] = digest
+            self._answered(command_id)
 
     def record_answer(self, command_id: str, answer: dict[str, Any]) -> None:
         """Keep the answer of a command that wrote no events (a change that changed
         nothing), so that its retry gets it instead of being decided again, maybe to
         another effect. No event holds it: after a restart it is known only if decided
         before the last checkpoint."""
-        self.results[command_id] = {
-            k: v for k, v in answer.items() if k not in ("stream_id", "receipt")
-        }
-        keep_newest(self.results, ANSWERS_KEPT)
+        self.keep_result(
+            command_id, {k: v for k, v in answer.items() if k not in ("stream_id", "receipt")}
+        )
 
     def fingerprint_of(self, command_id: str) -> bytes | None:
         """The digest a repeat of this command is held to, while its answer is kept. (After

@@ -27,7 +27,7 @@ def state(stream_id: str, seq: int) -> StreamState:
 
 
 async def forget_partition(pool: asyncpg.Pool, partition: int) -> None:
-    for table in ("stream_items", "stream_states", "checkpoints"):
+    for table in ("stream_items", "stream_answers", "stream_states", "checkpoints"):
         await pool.execute(f"DELETE FROM command.{table} WHERE events_partition = $1", partition)
 
 
@@ -77,6 +77,54 @@ async def test_items_are_rows_of_their_own_written_when_new_or_changed(
         assert loaded == live and list(loaded.items) == list(live.items)
         holder = loaded.active_by_key("k:k1")  # the test context's hash of the key
         assert holder is not None and holder.item_id == ids[1]
+    finally:
+        await forget_partition(pool, partition)
+        await pool.close()
+
+
+async def test_answers_are_stored_in_runs_written_when_new_and_deleted_when_no_longer_kept(
+    stack_settings: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("services.command.state.ANSWERS_KEPT", 4)
+    partition = random.randint(100_000, 900_000)
+    pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
+    assert pool is not None
+    restorer = Restorer(pool, stack_settings["KAFKA_BOOTSTRAP_SERVERS"], MasterKey(bytes(32)))
+    runs = (
+        "SELECT position, last, xmin::text FROM command.stream_answers WHERE events_partition = $1"
+    )
+
+    async def stored() -> dict[int, tuple[int, str]]:
+        return {r["position"]: (r["last"], r["xmin"]) for r in await pool.fetch(runs, partition)}
+
+    async def save(offset: int) -> None:
+        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, offset)
+
+    try:
+        live = StreamState("o/member:ana")
+        for n in range(3):
+            run(live, c.RememberMemory(content=f"fact {n}"))
+        live.record_fingerprint("c1", b"digest")
+        await save(10)
+        first = await stored()
+        assert {p: last for p, (last, _) in first.items()} == {0: 2}
+
+        for n in range(3, 6):
+            run(live, c.RememberMemory(content=f"fact {n}"))
+        await save(20)
+        second = await stored()
+        assert {p: last for p, (last, _) in second.items()} == {0: 2, 3: 5}
+        assert second[0] == first[0]  # not written again: it still holds a kept answer
+
+        loaded = (await restorer.load(partition, [live.stream_id]))[live.stream_id]
+        assert loaded == live and list(loaded.results) == ["c3", "c4", "c5", "c6"]
+        assert loaded.answers_made == 6 and loaded.fingerprint_of("c1") is None  # went too
+
+        run(live, c.RememberMemory(content="fact 6"))
+        await save(30)  # the oldest kept is now the fourth: the first run goes
+        assert {p: last for p, (last, _) in (await stored()).items()} == {3: 5, 6: 6}
+        loaded = (await restorer.load(partition, [live.stream_id]))[live.stream_id]
+        assert loaded == live and list(loaded.results) == list(live.results)
     finally:
         await forget_partition(pool, partition)
         await pool.close()

@@ -1,11 +1,13 @@
 """Restore a partition's decision state: the last checkpoint plus the events after it.
 
-A checkpoint is incremental: each stream's state without its items is a row
+A checkpoint is incremental: each stream's state without its items and answers is a row
 (``command.stream_states``), rewritten only when the stream changed since the previous
-checkpoint, and each item is a row of its own (``command.stream_items``), written only
-when it is new or changed. The partition's row names the event offset all of them are
-valid at (they are written in one transaction). So a stream's rows are its whole state
-unless the stream has events after that offset.
+checkpoint; each item is a row of its own (``command.stream_items``), written only when it
+is new or changed; and the answers a stream gave since the last checkpoint are a row, a run
+of them (``command.stream_answers``), deleted when the stream keeps none of them any more.
+The partition's row names the event offset all of them are valid at (they are written in
+one transaction). So a stream's rows are its whole state unless the stream has events after
+that offset.
 
 A restore therefore loads only the rows of the streams the replay touches; the writer
 loads any other stream's row when a command for it arrives (``load``). The writer must
@@ -33,6 +35,7 @@ from engram.logging import get_logger
 from services.command.adapters.stored_rows import (
     CheckpointRows,
     States,
+    answers_from_header,
     hash_keys,
     loads,
     rows_to_save,
@@ -61,6 +64,18 @@ SAVE_CHANGED_ITEMS = """UPDATE command.stream_items t SET item = u.r
                        FROM unnest($2::text[], $3::text[], $4::bytea[]) AS u(s, i, r)
                        WHERE t.events_partition = $1 AND t.stream_id = u.s
                          AND t.item_id = u.i"""
+DROP_ANSWERS = """DELETE FROM command.stream_answers a
+                  USING unnest($2::text[], $3::bigint[], $4::boolean[], $5::bigint[])
+                        AS u(s, below, whole, replaced)
+                  WHERE a.events_partition = $1 AND a.stream_id = u.s
+                    AND (a.last < u.below OR u.whole OR a.position >= u.replaced)"""
+SAVE_ANSWERS = """INSERT INTO command.stream_answers
+                         (events_partition, stream_id, position, last, answers)
+                  SELECT $1, s, p, l, r
+                  FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[])
+                       AS u(s, p, l, r)
+                  ON CONFLICT (events_partition, stream_id, position)
+                  DO UPDATE SET last = EXCLUDED.last, answers = EXCLUDED.answers"""
 SAVE_OFFSET = """INSERT INTO command.checkpoints (events_partition, next_offset, state)
                    VALUES ($1, $2, NULL)
                    ON CONFLICT (events_partition) DO UPDATE
@@ -109,6 +124,7 @@ class Restorer:
             states: States = await asyncio.to_thread(loads, row["state"])
             for state in states.values():
                 hash_keys(state, self._master)
+                answers_from_header(state)
             return states, row["next_offset"], set(states)
         return {}, row["next_offset"], set()
 
@@ -121,23 +137,35 @@ class Restorer:
                 partition,
                 list(stream_ids),
             )
+            found = [h["stream_id"] for h in headers]
             items = await conn.fetch(
                 "SELECT stream_id, item FROM command.stream_items "
                 "WHERE events_partition = $1 AND stream_id = ANY($2) "
                 "ORDER BY stream_id, position",
                 partition,
-                [h["stream_id"] for h in headers],
+                found,
             )
-        size = sum(len(r["state"]) for r in headers) + sum(len(r["item"]) for r in items)
+            answers = await conn.fetch(
+                "SELECT stream_id, position, answers FROM command.stream_answers "
+                "WHERE events_partition = $1 AND stream_id = ANY($2) "
+                "ORDER BY stream_id, position",
+                partition,
+                found,
+            )
+        size = (
+            sum(len(r["state"]) for r in headers)
+            + sum(len(r["item"]) for r in items)
+            + sum(len(r["answers"]) for r in answers)
+        )
         if size < UNPICKLE_INLINE_BYTES:
-            return states_from_rows(headers, items, self._master)
+            return states_from_rows(headers, items, answers, self._master)
         # Unpickling many large streams takes a while: off the event loop, which keeps the
         # other partitions' writers and the consumer's heartbeats going meanwhile.
-        return await asyncio.to_thread(states_from_rows, headers, items, self._master)
+        return await asyncio.to_thread(states_from_rows, headers, items, answers, self._master)
 
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
-        """Write the changed streams' headers, their new and changed items, and the offset
-        they are valid at, atomically."""
+        """Write the changed streams' headers, their new and changed items and answers,
+        and the offset they are valid at, atomically."""
         # The writer awaits this before it takes another batch, so the states hold still.
         rows = await asyncio.to_thread(rows_to_save, partition, states, dirty)
         async with self._pool.acquire() as conn, conn.transaction():
@@ -181,6 +209,10 @@ async def _write_rows(conn: asyncpg.Connection, partition: int, rows: Checkpoint
         await conn.execute(SAVE_NEW_ITEMS, partition, *_columns(rows.new))
     if rows.changed:
         await conn.execute(SAVE_CHANGED_ITEMS, partition, *_columns(rows.changed))
+    if rows.answers_below:  # first the runs no longer kept (all, where a run is whole)
+        await conn.execute(DROP_ANSWERS, partition, *_columns(rows.answers_below))
+    if rows.answers:
+        await conn.execute(SAVE_ANSWERS, partition, *_columns(rows.answers))
 
 
 def _columns(rows: Sequence[tuple[object, ...]]) -> list[list[object]]:
