@@ -36,11 +36,11 @@ from services.extractor.adapters.commands import CommandPublisher
 from services.extractor.core import Candidate, Method, TurnKey, author, proposals, select
 from services.extractor.errors import AIFailed, BudgetExhausted, problem_text
 from services.extractor.rules import rule_candidates
+from services.extractor.watch import WATCHED, can_matter
 
 log = get_logger(__name__)
 PROPOSED = Counter("engram_extractor_proposals", "Candidates proposed", ["method"])
 SKIPPED = Counter("engram_extractor_turns_skipped", "Turns not extracted", ["reason"])
-WATCHED = frozenset({"MemoryRemembered", "MemoryRevised", "MemoryForgotten"})
 
 
 class TurnExtractor:
@@ -170,8 +170,10 @@ class SourceRecorder:
 
 
 def _watched_event(record: Any) -> tuple[str, Event] | None:
-    """(stream id, event) for the events that matter here; None for every other type."""
+    """(stream id, event) for the events that can matter here; None for every other."""
     raw = record.value or b""
+    if not can_matter(raw):  # nearly every event, told without its full decode
+        return None
     try:
         env, event = decode_event(raw)
     except (ValueError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
