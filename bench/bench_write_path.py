@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
@@ -88,11 +89,10 @@ async def sustained(
         bootstrap_servers=common.kafka_bootstrap_servers, linger_ms=10, max_batch_size=256 * 1024
     )
     await producer.start()
-    started = time.monotonic()
     try:
-        for key, value in records:
-            await producer.send(topics.COMMANDS, value, key=key)
-        await producer.flush()
+        count = len(await producer.partitions_for(topics.COMMANDS))
+        started = time.monotonic()
+        await publish(producer, records, count)
     finally:
         await producer.stop()
     published = time.monotonic() - started
@@ -114,6 +114,28 @@ async def sustained(
         "seconds_to_visible": round(elapsed, 2),
         "commands_per_second": round(total / elapsed, 1),
     }
+
+
+async def publish(
+    producer: AIOKafkaProducer, records: list[tuple[bytes, bytes]], count: int
+) -> None:
+    """Publish the records on engram.commands, each to its key's partition, in their order,
+    a batch of records at a time (``send_batch``): ``send`` a record at a time cost this
+    process 0.020-0.025 ms of CPU a command, this 0.004 (20,000 records, the host in a slow
+    phase), on the cores the stack is measured on, where a caller would not run."""
+    batches: dict[int, Any] = {}
+    sent: list[asyncio.Future[Any]] = []
+    for key, value in records:
+        partition = topics.partition_for(key.decode(), count)
+        batch = batches.get(partition)
+        if batch is None or batch.append(key=key, value=value, timestamp=None) is None:
+            if batch is not None:  # full: off it goes, and a new one takes the record
+                sent.append(await producer.send_batch(batch, topics.COMMANDS, partition=partition))
+            batches[partition] = batch = producer.create_batch()
+            batch.append(key=key, value=value, timestamp=None)
+    for partition, batch in batches.items():
+        sent.append(await producer.send_batch(batch, topics.COMMANDS, partition=partition))
+    await asyncio.gather(*sent)
 
 
 class VisibilityWatch:
