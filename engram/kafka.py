@@ -66,6 +66,47 @@ def transactional_producer(bootstrap: str, transactional_id: str) -> AIOKafkaPro
     )
 
 
+class PartitionBatches:
+    """A transaction's records for one topic-partition, handed to the producer a record
+    batch at a time (``send_batch``, up to the producer's ``max_batch_size``), not a record
+    at a time: ``send`` checks the topic's metadata, picks the partition and makes a future
+    for every record. ``flush`` before the transaction's offsets and commit; ``last_offset``
+    after the commit."""
+
+    def __init__(self, producer: AIOKafkaProducer, topic: str, partition: int) -> None:
+        self._producer, self._topic, self._partition = producer, topic, partition
+        self._batch: Any = None
+        self._sent: list[tuple[asyncio.Future[Any], int]] = []  # (batch's future, records)
+
+    async def append(self, key: bytes, value: bytes) -> None:
+        if self._batch is None or self._batch.append(key=key, value=value, timestamp=None) is None:
+            await self.flush()  # full (or none yet): a new batch takes the record
+            self._batch = self._producer.create_batch()
+            self._batch.append(key=key, value=value, timestamp=None)  # the first always fits
+
+    async def flush(self) -> None:
+        if self._batch is not None and self._batch.record_count():
+            future = await self._producer.send_batch(
+                self._batch, self._topic, partition=self._partition
+            )
+            self._sent.append((future, self._batch.record_count()))
+        self._batch = None
+
+    def reset(self) -> None:
+        """Forget what was appended and sent (a new transaction; an aborted one's records
+        are the producer's to abort)."""
+        self._batch, self._sent = None, []
+
+    @property
+    def records(self) -> int:
+        return sum(count for _, count in self._sent)
+
+    def last_offset(self) -> int | None:
+        """The offset of the last record sent, once the batches are acknowledged."""
+        ends = [future.result().offset + count - 1 for future, count in self._sent]
+        return max(ends) if ends else None
+
+
 # How long the broker may hold an empty fetch. It answers as soon as committed records
 # arrive (a transaction's commit marker wakes a read-committed fetch), so this bounds
 # only idle polling: at 100 ms the idle broker spent 2 percentage points of a core more,

@@ -15,7 +15,6 @@ that did commit after all gets its first answer again).
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from contracts.envelope import Actor, CommandEnvelope, CommandReply, MadeBy, eve
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import Principal, TokenVerifier
 from engram.faults import is_transient
-from engram.kafka import transactional_producer
+from engram.kafka import PartitionBatches, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
 from services.command.adapters.admission import authorise, context_for, repeat_reply
@@ -84,7 +83,7 @@ class PartitionWriter:
         producer = transactional_producer(bootstrap, f"engram-command-{partition}")
         self._out = Outbox(producer, verifier, partition, reply_partitions)
         self.streams = StreamCache(partition, restorer, checkpoint_every, cached_items)
-        self._sent: list[asyncio.Future[Any]] = []
+        self._events = PartitionBatches(producer, topics.EVENTS, partition)
 
     async def start(self) -> None:
         await self._out.producer.start()  # init_transactions: fences a zombie owner
@@ -99,7 +98,8 @@ class PartitionWriter:
         decoded = [decode(item) for item in batch]
         consumed = [d.record for d in decoded if d.record is not None]
         cleanup = Cleanup()
-        self._sent, self._out.answers = [], []
+        self._out.answers = []
+        self._events.reset()
         try:
             looked_up = await self._look_up(decoded)
             keys = await self._prepare_keys(decoded, looked_up)
@@ -107,6 +107,7 @@ class PartitionWriter:
             async with self._out.producer.transaction():
                 for d in decoded:
                     await self._handle(d, keys, looked_up, cleanup)
+                await self._events.flush()
                 t2 = time.perf_counter()
                 if consumed:
                     tp = TopicPartition(topics.COMMANDS, self.partition)
@@ -158,9 +159,8 @@ class PartitionWriter:
 
     async def _committed(self, decoded: list[Decoded]) -> None:
         self._out.deliver()
-        if self._sent:
-            last = max(f.result().offset for f in self._sent)
-            self.streams.committed(last, len(self._sent))
+        if (last := self._events.last_offset()) is not None:
+            self.streams.committed(last, self._events.records)
         try:
             await self.streams.maybe_checkpoint()
         except Exception:  # committed all the same: the next batch saves it (QA: a failed
@@ -313,11 +313,7 @@ class PartitionWriter:
         )
         evolve(state, seq, env.command_id, event)
         self.streams.dirty.add(state.stream_id)
-        self._sent.append(
-            await self._out.producer.send(
-                topics.EVENTS, value, key=state.stream_id.encode(), partition=self.partition
-            )
-        )
+        await self._events.append(state.stream_id.encode(), value)
         return event_id
 
     async def refuse(self, item: Queued, why: str) -> Cleanup:
