@@ -19,7 +19,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from contracts import topics
@@ -27,6 +26,7 @@ from contracts.envelope import CommandEnvelope, CommandReply
 from engram.settings import CommonSettings
 from services.command.adapters.batch import Cleanup, NotApplied, Submitted
 from services.command.adapters.processor import CommandProcessor
+from tests.integration.conftest import scratch_topic
 from tests.support import eventually, send_commands
 
 pytestmark = pytest.mark.integration
@@ -39,15 +39,9 @@ async def commands_topic(stack_settings: dict[str, str]) -> AsyncIterator[str]:
     """A private commands topic, partitioned as engram.commands: the stack's own command
     service never decides these tests' commands, and its pruner, which deletes what that
     service has decided, never deletes one before a test's writer reads it again."""
-    name = f"test.commands.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, CommonSettings().partitions, 1)])
+    bootstrap, partitions = stack_settings["KAFKA_BOOTSTRAP_SERVERS"], CommonSettings().partitions
+    async with scratch_topic(bootstrap, "test.commands.", partitions) as name:
         yield name
-        await admin.delete_topics([name])
-    finally:
-        await admin.close()
 
 
 class SlowWriter:

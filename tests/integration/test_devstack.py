@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from engram.devstack import resolve_state, stack
+from tests.integration.conftest import scratch_topic
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +55,8 @@ def test_status_reports_infra_healthy(settings: dict[str, str]) -> None:
 @pytest.fixture
 async def topic(settings: dict[str, str]) -> AsyncIterator[str]:
     """A fresh single-partition topic, deleted afterwards (the broker is shared)."""
-    name = f"devstack-test-{uuid.uuid4().hex[:12]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings["KAFKA_BOOTSTRAP_SERVERS"])
-    await asyncio.wait_for(admin.start(), DEADLINE)
-    try:
-        await asyncio.wait_for(admin.create_topics([NewTopic(name, 1, 1)]), DEADLINE)
+    async with scratch_topic(settings["KAFKA_BOOTSTRAP_SERVERS"], "devstack-test-") as name:
         yield name
-        await asyncio.wait_for(admin.delete_topics([name]), DEADLINE)
-    finally:
-        await admin.close()
 
 
 async def _consume(

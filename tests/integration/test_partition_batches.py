@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from engram.kafka import PartitionBatches
+from tests.integration.conftest import scratch_topic
 
 pytestmark = pytest.mark.integration
 DEADLINE = 60.0
@@ -22,15 +22,8 @@ DEADLINE = 60.0
 
 @pytest.fixture
 async def topic(stack_settings: dict[str, str]) -> AsyncIterator[str]:
-    name = f"test.batches.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=stack_settings["KAFKA_BOOTSTRAP_SERVERS"])
-    await asyncio.wait_for(admin.start(), DEADLINE)
-    try:
-        await asyncio.wait_for(admin.create_topics([NewTopic(name, 2, 1)]), DEADLINE)
+    async with scratch_topic(stack_settings["KAFKA_BOOTSTRAP_SERVERS"], "test.batches.", 2) as name:
         yield name
-        await asyncio.wait_for(admin.delete_topics([name]), DEADLINE)
-    finally:
-        await admin.close()
 
 
 async def committed(bootstrap: str, tp: TopicPartition, count: int) -> list[tuple[int, bytes]]:
