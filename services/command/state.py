@@ -137,12 +137,12 @@ class StreamState:
     live: int | None = field(default=None, compare=False, repr=False)
     # How many commands the stream has kept an answer of, ever: an answer's place in the
     # order of ``results`` is ``answers_made - len(results)`` plus its index there, and a
-    # checkpoint stores each answer as a row by that place (``rows.changed_answers``).
+    # checkpoint stores the answers in runs from their places (``rows.changed_answers``).
     # Bookkeeping for storage, as ``stored``: compared by nothing.
     answers_made: int = field(default=0, compare=False, repr=False)
     # The commands whose answers (or digests) are new or changed since the last checkpoint
     # (None: store every kept answer, as a new stream or one from a row of before answer
-    # rows must; a cache, as ``touched``).
+    # runs must; a cache, as ``touched``).
     answered: set[str] | None = field(default=None, compare=False, repr=False)
 
     def candidates_of(self, run_id: str) -> int:
