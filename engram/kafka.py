@@ -70,8 +70,8 @@ class PartitionBatches:
     """A transaction's records for one topic-partition, handed to the producer a record
     batch at a time (``send_batch``, up to the producer's ``max_batch_size``), not a record
     at a time: ``send`` checks the topic's metadata, picks the partition and makes a future
-    for every record. ``flush`` before the transaction's offsets and commit; ``last_offset``
-    after the commit."""
+    for every record. One a transaction: ``flush`` before its offsets and commit;
+    ``last_offset`` after the commit."""
 
     def __init__(self, producer: AIOKafkaProducer, topic: str, partition: int) -> None:
         self._producer, self._topic, self._partition = producer, topic, partition
@@ -91,11 +91,6 @@ class PartitionBatches:
             )
             self._sent.append((future, self._batch.record_count()))
         self._batch = None
-
-    def reset(self) -> None:
-        """Forget what was appended and sent (a new transaction; an aborted one's records
-        are the producer's to abort)."""
-        self._batch, self._sent = None, []
 
     @property
     def records(self) -> int:

@@ -63,7 +63,7 @@ async def test_records_go_a_batch_at_a_time_in_order_and_once(
                 await batches.append(b"k", b"aborted")
                 await batches.flush()
                 raise RuntimeError("give up")
-        batches.reset()
+        batches = PartitionBatches(producer, topic, 1)  # one a transaction
 
         values = [f"{n:03d}".encode() * 33 for n in range(60)] + [b"x" * 5000]  # one too big
         async with producer.transaction():

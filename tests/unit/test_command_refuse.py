@@ -65,6 +65,26 @@ class Producer:
     async def send_offsets_to_transaction(self, offsets: dict[Any, int], group: str) -> None:
         self.offsets.append(offsets)
 
+    def create_batch(self) -> Batch:
+        return Batch()
+
+    async def send_batch(self, batch: Batch, topic: str, partition: int) -> None:
+        self.sent += [(topic, value) for value in batch.values]
+
+
+class Batch:
+    """A record batch: its values, in order (aiokafka's ``BatchBuilder``, as it is used)."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    def append(self, key: bytes, value: bytes, timestamp: int | None) -> object:
+        self.values.append(value)
+        return object()
+
+    def record_count(self) -> int:
+        return len(self.values)
+
 
 def writer() -> tuple[PartitionWriter, Producer]:
     keys = SimpleNamespace(master=MasterKey(bytes(32)))  # nothing here opens or makes a key
@@ -80,6 +100,7 @@ def writer() -> tuple[PartitionWriter, Producer]:
     )
     producer = Producer()
     w._out.producer = producer  # the writer's transactions and sends all go through it
+    w._out.begin()  # as a batch's transaction begins
     return w, producer
 
 
@@ -133,6 +154,7 @@ async def test_a_refusal_goes_only_to_a_caller_its_token_shows(token: str) -> No
         w, producer = writer()
         decoded = decode(record(json.dumps(value).encode()))
         await w._handle(decoded, {}, Lookups(), Cleanup())
+        await w._out.flush()  # as before the transaction's offsets
         assert [topic for topic, _ in producer.sent] == [topics.dead_letter_topic("command")]
     w, producer = writer()
     await w.refuse(record(json.dumps({**ENVELOPE, "token": token}).encode()), "boom")
@@ -143,6 +165,7 @@ async def test_a_refusal_goes_only_to_a_caller_its_token_shows(token: str) -> No
         json.dumps({**ENVELOPE, "token": expired}).encode(), timestamp=int(time.time() * 1000)
     )  # after the token expired
     await w._handle(decode(appended), {}, Lookups(), Cleanup())
+    await w._out.flush()
     assert [topic for topic, _ in producer.sent] == [topics.REPLIES]
     assert json.loads(producer.sent[0][1])["rejection"]["code"] == "unauthenticated"
 

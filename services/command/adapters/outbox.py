@@ -10,7 +10,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from contracts import topics
 from contracts.envelope import CommandEnvelope, CommandReply
 from engram.auth import TokenVerifier
-from engram.kafka import letter_of
+from engram.kafka import PartitionBatches, letter_of
 from engram.logging import get_logger
 from services.command.adapters.batch import Cleanup, Decoded, Submitted
 from services.command.answers import fitted, poisoned, refused
@@ -30,7 +30,17 @@ class Outbox:
         # Reply readers scan every reply partition, so any one will do: the writer's own
         # avoids hashing each command id.
         self._reply_partition = partition % reply_partitions
+        self._replies = PartitionBatches(producer, topics.REPLIES, self._reply_partition)
         self.answers: list[tuple[Submitted, CommandReply]] = []  # handed over, this batch
+
+    def begin(self) -> None:
+        """A new transaction: nothing answered yet."""
+        self.answers = []
+        self._replies = PartitionBatches(self.producer, topics.REPLIES, self._reply_partition)
+
+    async def flush(self) -> None:
+        """Hand the transaction's replies to the producer (before its offsets and commit)."""
+        await self._replies.flush()
 
     def deliver(self) -> None:
         """Answer the handed-over commands, once their transaction has committed."""
@@ -81,7 +91,11 @@ class Outbox:
             if not d.marker:
                 await self.dead_letter(d.record, f"not decidable: {why}")
             if reply is not None and value is not None:
+                self._replies = PartitionBatches(
+                    self.producer, topics.REPLIES, self._reply_partition
+                )
                 await self.send_reply(reply.command_id, value)
+                await self.flush()
             await self.producer.send_offsets_to_transaction(
                 {self._consumed: d.record.offset + 1}, group_id
             )
@@ -104,9 +118,8 @@ class Outbox:
             await self.producer.send(topics.COMMANDS, value, key=env.stream_id.encode())
 
     async def send_reply(self, command_id: str, value: bytes) -> None:
-        await self.producer.send(
-            topics.REPLIES, value, key=command_id.encode(), partition=self._reply_partition
-        )
+        """A reply, sent with the transaction's others at its ``flush``."""
+        await self._replies.append(command_id.encode(), value)
 
     async def dead_letter(self, record: ConsumerRecord[bytes, bytes], error: str) -> None:
         topic, key, value = letter_of("command", record, error)

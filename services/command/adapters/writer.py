@@ -98,8 +98,8 @@ class PartitionWriter:
         decoded = [decode(item) for item in batch]
         consumed = [d.record for d in decoded if d.record is not None]
         cleanup = Cleanup()
-        self._out.answers = []
-        self._events.reset()
+        self._out.begin()
+        self._events = PartitionBatches(self._out.producer, topics.EVENTS, self.partition)
         try:
             looked_up = await self._look_up(decoded)
             keys = await self._prepare_keys(decoded, looked_up)
@@ -108,6 +108,7 @@ class PartitionWriter:
                 for d in decoded:
                     await self._handle(d, keys, looked_up, cleanup)
                 await self._events.flush()
+                await self._out.flush()
                 t2 = time.perf_counter()
                 if consumed:
                     tp = TopicPartition(topics.COMMANDS, self.partition)
