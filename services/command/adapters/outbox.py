@@ -30,11 +30,11 @@ class Outbox:
         # Reply readers scan every reply partition, so any one will do: the writer's own
         # avoids hashing each command id.
         self._reply_partition = partition % reply_partitions
-        self._replies = PartitionBatches(producer, topics.REPLIES, self._reply_partition)
         self.answers: list[tuple[Submitted, CommandReply]] = []  # handed over, this batch
+        self.begin()
 
     def begin(self) -> None:
-        """A new transaction: nothing answered yet."""
+        """A new transaction: nothing answered yet, no reply sent."""
         self.answers = []
         self._replies = PartitionBatches(self.producer, topics.REPLIES, self._reply_partition)
 
@@ -91,9 +91,7 @@ class Outbox:
             if not d.marker:
                 await self.dead_letter(d.record, f"not decidable: {why}")
             if reply is not None and value is not None:
-                self._replies = PartitionBatches(
-                    self.producer, topics.REPLIES, self._reply_partition
-                )
+                self.begin()  # a transaction of its own (the batch's was aborted)
                 await self.send_reply(reply.command_id, value)
                 await self.flush()
             await self.producer.send_offsets_to_transaction(
