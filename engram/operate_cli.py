@@ -180,10 +180,19 @@ def lag() -> None:
     others = [r for r in rows if r.service is None]
     if ours:
         console.print(_lag_table("the services' consumers", ours))
+        if any(r.service == "indexer" and r.behind for r in ours):
+            console.print(IDLE_INDEXER)
     if others:
         console.print(
             _lag_table("consumers of no service (a test's or a tool's): where they stopped", others)
         )
+
+
+IDLE_INDEXER = (
+    "the indexer reads no event while it has no embedding model and no vector stored (its "
+    "/health then says idle): its lag grows until there is something to index, and it reads "
+    "on from there"
+)
 
 
 def _lag_table(title: str, rows: list[Lag]) -> Table:

@@ -25,6 +25,7 @@ from engram.tracking import PreparingFollower
 from services.indexer import metrics
 from services.indexer.adapters.store import VectorStore, create_vector_pool
 from services.indexer.handlers import EventIndexer, Prepared
+from services.indexer.idle import WHY, Idle
 from services.indexer.reindex import reindex_loop
 from services.indexer.settings import IndexerSettings
 
@@ -63,8 +64,9 @@ def _lifespan(
             )
             await _ensure_model(pool, provider)
             follower = _follower(settings, common, pool, provider)
-            app.state.follower, app.state.provider = follower, provider
-            tasks = _supervised(follower, pool, provider, settings)
+            idle = Idle(provider is not None, VectorStore(pool).any_vectors, settings.idle_check_s)
+            app.state.follower, app.state.provider, app.state.idle = follower, provider, idle
+            tasks = _supervised(follower, idle, pool, provider, settings)
             stack.push_async_callback(cancel, *tasks)
             log.info(
                 "indexer_started",
@@ -90,14 +92,20 @@ async def _ensure_model(pool: asyncpg.Pool, provider: EmbeddingProvider | None) 
 
 def _supervised(
     follower: PreparingFollower[Prepared],
+    idle: Idle,
     pool: asyncpg.Pool,
     provider: EmbeddingProvider | None,
     settings: IndexerSettings,
 ) -> list[asyncio.Task[None]]:
-    tasks = [supervise(follower.run(), "indexer-follower")]
+    tasks = [supervise(_follow(idle, follower), "indexer-follower")]
     if provider is not None and settings.reindex_on_start:
         tasks.append(supervise(reindex_loop(pool, provider, settings), "indexer-reindex"))
     return tasks
+
+
+async def _follow(idle: Idle, follower: PreparingFollower[Prepared]) -> None:
+    await idle.wait()  # not a record read while there is nothing to index (idle.py)
+    await follower.run()
 
 
 def _readiness(
@@ -106,13 +114,19 @@ def _readiness(
     async def ready() -> dict[str, Any]:
         follower: PreparingFollower[Prepared] = app.state.follower
         provider: EmbeddingProvider | None = app.state.provider
-        lag = await _lag(follower)
         detail = {
             "provider": embedding.effective_provider,
             "model": _model(provider),
             "applied": follower.applied,
             "positions": follower.positions,
         }
+        if app.state.idle.idle:  # it reads no log: what it needs is the database
+            idle = {**detail, "idle": True, "why_idle": WHY, "lag": None, "lag_total": None}
+            looked = await ask_ready(app.state.idle.look())
+            if isinstance(looked, Unanswered):
+                return {**idle, "database": False, "error": looked.error}
+            return {**idle, "database": True}
+        lag = await _lag(follower)
         if isinstance(lag, Unanswered):
             # Why: the broker's or the database's error (the stored offsets are read from
             # Postgres), so that an operator knows which to look at.

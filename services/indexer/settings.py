@@ -34,6 +34,8 @@ class IndexerSettings(ServiceSettings):
     retries: int = Field(5, ge=0, le=5)
     retry_base_s: float = Field(0.5, gt=0)
     retry_max_s: float = Field(30.0, gt=0)
+    # How often an indexer with no model and no vector looks again for one (idle.py).
+    idle_check_s: float = Field(5.0, gt=0, le=3600)
     reindex_on_start: bool = True
     # How often to look again for active items without a current vector (0: only at start).
     reindex_interval_s: float = Field(600.0, ge=0)

@@ -3,6 +3,7 @@ arguments it refuses before doing anything."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import jwt
@@ -132,3 +133,27 @@ def test_a_letters_text_is_printed_as_text_not_markup_nor_terminal_codes() -> No
     shown = _printable("pydantic said [/x] \x00 \x1b[31m \ud800 café")
     assert shown == "pydantic said [/x] \\x00 \\x1b[31m \\ud800 café"
     shown.encode("utf-8")  # a terminal takes it
+
+
+@pytest.mark.parametrize(("behind", "said"), [(7, True), (0, False)])
+def test_lag_says_why_an_indexer_may_be_behind(
+    monkeypatch: pytest.MonkeyPatch, behind: int, said: bool
+) -> None:
+    from types import SimpleNamespace
+
+    from engram import operate, operate_cli
+    from engram.operate import Lag
+
+    async def lag(*args: object, **kwargs: object) -> list[Lag]:
+        row = Lag(
+            "engram-indexer", "indexer", "indexer.offsets", "engram.events", 0, 3, 10, 0, True
+        )
+        return [replace(row, at=10 - behind, behind=behind)]
+
+    settings = SimpleNamespace(kafka_bootstrap_servers="k:9092", database_url="postgresql://x")
+    monkeypatch.setattr(operate_cli, "ready_settings", lambda: settings)
+    monkeypatch.setattr(operate, "consumer_lag", lag)
+    result = CliRunner().invoke(app, ["lag"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "engram-indexer" in result.output
+    assert ("reads no event while it has no embedding model" in result.output) is said

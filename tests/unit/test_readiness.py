@@ -20,6 +20,7 @@ from engram.embeddings.settings import EmbeddingSettings
 from engram.http import install_health
 from services.command import app as command_app
 from services.indexer import app as indexer_app
+from services.indexer.idle import Idle
 from services.projector import app as projector_app
 from services.recall import app as recall_app
 
@@ -95,17 +96,29 @@ def indexer(part: Part) -> FastAPI:
     app = FastAPI()
     install_health(app, indexer_app._readiness(app, EmbeddingSettings()))
     app.state.follower, app.state.provider = part, None
+    app.state.idle = Idle(True, part.lag, every_s=1.0)  # a model: it reads the log
+    return app
+
+
+def idle_indexer(part: Part) -> FastAPI:
+    """An indexer with nothing to index reads no log: its readiness asks the database
+    whether a vector is stored yet (idle.py)."""
+    app = FastAPI()
+    install_health(app, indexer_app._readiness(app, EmbeddingSettings()))
+    app.state.follower, app.state.provider = part, None
+    app.state.idle = Idle(False, part.lag, every_s=1.0)
     return app
 
 
 Service = Callable[[Part], FastAPI]
-SERVICES: list[Service] = [recall, command, projector, indexer]
+SERVICES: list[Service] = [recall, command, projector, indexer, idle_indexer]
 # What each service's answer says when the database does not answer.
 NOT_READY: dict[Service, str] = {
     recall: "database",
     command: "database",
     projector: "database",
     indexer: "kafka",
+    idle_indexer: "database",
 }
 
 
@@ -207,3 +220,19 @@ async def test_a_database_that_answers_is_ready(service: Service) -> None:
     answer = await health(service(Part(answers)))
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "ok"
+
+
+async def test_an_idle_indexer_says_so_and_why() -> None:
+    async def no_vector() -> bool:
+        return False
+
+    answer = await health(idle_indexer(Part(no_vector)))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["idle"], body["database"], body["lag"], body["provider"]) == (
+        True,
+        True,
+        None,
+        "off",
+    )
+    assert "no embedding model and no vector stored" in body["why_idle"]

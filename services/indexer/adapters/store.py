@@ -168,6 +168,10 @@ class VectorStore:
         rows = await self.pool.fetch(Q["tracked"], item_ids)
         return {r["item_id"]: _tracked(r) for r in rows}
 
+    async def any_vectors(self) -> bool:
+        """Whether any vector of any model is stored (an idle indexer's question)."""
+        return bool(await self.pool.fetchval(Q["any_vectors"]))
+
     async def vector_revisions(self, item_ids: list[str], model: str) -> dict[str, int]:
         rows = await self.pool.fetch(Q["vector_revisions"], item_ids, model)
         return {r["item_id"]: r["revision"] for r in rows}

@@ -36,6 +36,9 @@ FROM unnest($1::text[]) AS ids (id)
 LEFT JOIN indexer.items t ON t.item_id = ids.id
 LEFT JOIN memory.items i ON i.item_id = ids.id
 
+-- name: any_vectors
+SELECT EXISTS (SELECT 1 FROM indexer.vectors)
+
 -- name: vector_revisions
 -- An item's passages are written together; the oldest stands for them all.
 SELECT item_id, min(revision) AS revision FROM indexer.vectors
