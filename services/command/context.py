@@ -12,6 +12,7 @@ from datetime import datetime
 from contracts.commands import MAX_CANDIDATES_PER_RUN
 from contracts.events import Sealed
 from engram.billing import Account
+from engram.ids import name_id
 
 ITEM_NAMESPACE = uuid.UUID("6f1d2b0e-8a51-4c3e-9a56-2b1f0c7d9e11")
 
@@ -21,12 +22,12 @@ def new_item_id(stream_id: str, command_id: str) -> str:
     """Deterministic: a command retried after a crash names the same item (and key). Of
     its stream too: a command id is the caller's (an Idempotency-Key), and the same one
     sent in another scope or org must never name the same item, nor its key."""
-    return str(uuid.uuid5(ITEM_NAMESPACE, f"{stream_id}\x1f{command_id}"))
+    return name_id(ITEM_NAMESPACE, f"{stream_id}\x1f{command_id}")
 
 
 def copy_item_id(command_item_id: str, source_id: str) -> str:
     """The id of a promotion's or a fork's copy of ``source_id``: deterministic too."""
-    return str(uuid.uuid5(ITEM_NAMESPACE, f"{command_item_id}/{source_id}"))
+    return name_id(ITEM_NAMESPACE, f"{command_item_id}/{source_id}")
 
 
 @dataclass(frozen=True)

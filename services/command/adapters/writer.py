@@ -16,7 +16,6 @@ that did commit after all gets its first answer again).
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from contracts.envelope import Actor, CommandEnvelope, CommandReply, MadeBy, eve
 from contracts.events import SCHEMA_VERSIONS, Event, MemoryForgotten
 from engram.auth import Principal, TokenVerifier
 from engram.faults import is_transient
+from engram.ids import random_id
 from engram.kafka import PartitionBatches, transactional_producer
 from engram.keystore import KeyStore
 from engram.logging import get_logger
@@ -299,7 +299,7 @@ class PartitionWriter:
         self, state: StreamState, env: CommandEnvelope, actor: Actor, made: MadeBy, event: Event
     ) -> str:
         name = type(event).__name__
-        event_id, seq = str(uuid.uuid4()), state.seq + 1
+        event_id, seq = random_id(), state.seq + 1
         value = event_json(
             event_id=event_id,
             type=name,
