@@ -114,10 +114,20 @@ def fold(state: Tracked | None, event: Event, org: str, scope: str) -> Tracked:
     raise TypeError(f"no fold for {type(event).__name__}")
 
 
-def plan(after: Tracked, current_vector_at: int | None, embedding_on: bool) -> Plan:
+def plan(
+    after: Tracked,
+    current_vector_at: int | None,
+    embedding_on: bool,
+    projected_at: int | None = None,
+) -> Plan:
     """The vector work for an item whose state changed in this batch.
 
-    ``current_vector_at`` is the revision of the configured model's vector, if any.
+    ``current_vector_at`` is the revision of the configured model's vector, if any;
+    ``projected_at``, the revision of the projector's row, if any. When the projector is
+    past this revision, a later event of the log brings the item further, and the item is
+    embedded then: reading a backlog (after a long stop, or an idle time with no model)
+    embeds each item once, at its last revision, not once a revision of its history (its
+    vector would be dropped as stale anyway).
     """
     if after.status != "active" or after.text_revision is None:
         # Not active (or its text was never seen): no vector may stand for it.
@@ -127,7 +137,10 @@ def plan(after: Tracked, current_vector_at: int | None, embedding_on: bool) -> P
         after.item_id,
         keep_from=after.text_revision,
         relabel_to=after.revision,
-        embed=embedding_on and not has_current and after.content is not None,
+        embed=embedding_on
+        and not has_current
+        and after.content is not None
+        and (projected_at is None or projected_at <= after.revision),
     )
 
 

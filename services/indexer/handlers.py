@@ -110,12 +110,12 @@ class EventIndexer:
 
     async def _plan(self, states: list[Tracked]) -> list[Plan]:
         provider = self._provider
-        have = (
-            await self._store.vector_revisions([s.item_id for s in states], provider.model)
-            if provider is not None and states
-            else {}
-        )
-        return [plan(s, have.get(s.item_id), provider is not None) for s in states]
+        if provider is None or not states:
+            return [plan(s, None, False) for s in states]
+        ids = [s.item_id for s in states]
+        have = await self._store.vector_revisions(ids, provider.model)
+        projected = await self._store.projected_revisions(ids)
+        return [plan(s, have.get(s.item_id), True, projected.get(s.item_id)) for s in states]
 
     async def _embed(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter

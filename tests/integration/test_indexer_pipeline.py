@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, date, datetime
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import httpx
@@ -169,7 +169,7 @@ async def stream(
     await s.stop(pool)
 
 
-Starter = Callable[[EmbeddingProvider | None], Awaitable[PreparingFollower[Prepared]]]
+Starter = Callable[..., Awaitable[PreparingFollower[Prepared]]]  # (provider, max_batch=100)
 
 
 @pytest.fixture
@@ -177,7 +177,9 @@ async def run_indexer(stream: Stream, pool: asyncpg.Pool, keys: KeyStore) -> Asy
     """Starts the indexer's follower on the stream's topic; stops it after the test."""
     tasks: list[asyncio.Task[None]] = []
 
-    async def start(provider: EmbeddingProvider | None) -> PreparingFollower[Prepared]:
+    async def start(
+        provider: EmbeddingProvider | None, max_batch: int = 100
+    ) -> PreparingFollower[Prepared]:
         if provider is not None:
             await VectorStore(pool).ensure_model(provider.model, provider.dimensions)
         # A key store of its own, as in its own process: no key cached by the writer side.
@@ -192,7 +194,7 @@ async def run_indexer(stream: Stream, pool: asyncpg.Pool, keys: KeyStore) -> Asy
             pool=pool,
             offsets_table="indexer.offsets",
             service="indexer",
-            max_batch=100,
+            max_batch=max_batch,
         )
         tasks.append(asyncio.create_task(follower.run()))
         return follower
@@ -449,3 +451,48 @@ async def test_turning_embeddings_on_later_embeds_on_replay_what_was_folded_whil
                 await task
         found = await vector_of(pool, item)()
         assert (found is not None) == (provider is not None)
+
+
+class Counting:
+    """The local model, counting the texts it is asked to embed."""
+
+    def __init__(self, model: LocalProvider) -> None:
+        self._model = model
+        self.texts: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return await self._model.embed(texts)
+
+
+async def test_a_backlog_embeds_each_item_once_at_the_revision_the_projector_holds(
+    stream: Stream, pool: asyncpg.Pool, local_model: LocalProvider, run_indexer: Starter
+) -> None:
+    """An indexer reading events the projector applied long ago (after a stop, or an idle
+    time with no model) embeds an item at its last revision only, not at each one."""
+    item = f"{stream.org}-plan"
+    await stream.remember(item, "The plan is draft one.")
+    await stream.revise(item, 2, "The plan is draft two.")
+    await stream.revise(item, 3, "The plan is final.")
+    await pool.execute(  # the projector's row, as it stands after the three events
+        "INSERT INTO memory.items (item_id, org, scope, stream_id, kind, status, content, "
+        "revision, created_by, created_at, updated_at) "
+        "VALUES ($1, $2, 'shared', $3, 'fact', 'active', 'The plan is final.', 3, '{}', "
+        "now(), now())",
+        item,
+        stream.org,
+        stream.stream_id,
+    )
+    counting = Counting(local_model)
+    try:
+        # One event a batch, as a slow fetch would hand them over.
+        await run_indexer(cast(EmbeddingProvider, counting), max_batch=1)
+        found = await until(_at(pool, item, 3), "the last revision's vector")
+        [expected] = await local_model.embed(["The plan is final."])
+        assert found["embedding"].to_list() == pytest.approx(expected, abs=1e-6)
+        assert counting.texts == ["The plan is final."]
+    finally:
+        await pool.execute("DELETE FROM memory.items WHERE item_id = $1", item)

@@ -150,6 +150,14 @@ def test_with_embeddings_off_vectors_are_still_voided_but_nothing_is_embedded() 
     assert plan(folded(remembered(), status(2, "disabled")), 1, False).keep_from is None
 
 
+def test_an_item_the_projector_holds_further_on_is_embedded_at_its_last_revision_only() -> None:
+    """Reading a backlog: the log holds this item's later revisions, which embed it."""
+    state = folded(remembered(), revised(2, "new"))
+    assert plan(state, None, True, projected_at=4) == Plan("m1", 2, 2, embed=False)
+    for projected in (None, 1, 2):  # the projector not there yet, or just there
+        assert plan(state, None, True, projected_at=projected).embed is True
+
+
 def test_an_active_item_whose_text_was_never_seen_holds_no_vector() -> None:
     state = fold(None, status(4, "active", "disabled"), ORG, SCOPE)
     assert plan(state, 2, True) == Plan("m1", None, None, False)
@@ -207,14 +215,20 @@ class Vector:
     text: str
 
 
-def apply_batch(store: dict[str, Vector], tracked: dict[str, Tracked], batch: list[Event]) -> None:
-    """An in-memory stand-in for write(): void, relabel, then embed with the recheck."""
+def apply_batch(
+    store: dict[str, Vector],
+    tracked: dict[str, Tracked],
+    batch: list[Event],
+    projected: dict[str, int],
+) -> None:
+    """An in-memory stand-in for write(): void, relabel, then embed with the recheck;
+    ``projected``: the revisions of the projector's rows."""
     for event in batch:
         tracked[event.item_id] = fold(tracked.get(event.item_id), event, ORG, SCOPE)
     for item_id in {event.item_id for event in batch}:
         state = tracked[item_id]
         have = store.get(item_id)
-        p = plan(state, have.revision if have else None, embedding_on=True)
+        p = plan(state, have.revision if have else None, True, projected.get(item_id))
         if have and (p.keep_from is None or have.revision < p.keep_from):
             del store[item_id]
         elif have and p.relabel_to is not None and have.revision >= (p.keep_from or 0):
@@ -225,16 +239,28 @@ def apply_batch(store: dict[str, Vector], tracked: dict[str, Tracked], batch: li
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps(), min_size=1, max_size=40), st.lists(st.integers(1, 6), min_size=1))
+@given(
+    st.lists(steps(), min_size=1, max_size=40),
+    st.lists(st.integers(1, 6), min_size=1),
+    st.booleans(),
+)
 def test_vectors_always_hold_the_current_text_of_active_items_only(
-    sequence: list[Any], cuts: list[int]
+    sequence: list[Any], cuts: list[int], projector_ahead: bool
 ) -> None:
+    """Whether the projector has applied nothing yet or the whole log already (the
+    indexer reading a backlog)."""
     events = command_events(sequence, f"{ORG}/{SCOPE}")
+    projected: dict[str, int] = {}
+    if projector_ahead:
+        final: dict[str, Tracked] = {}
+        for event in events:
+            final[event.item_id] = fold(final.get(event.item_id), event, ORG, SCOPE)
+        projected = {item_id: state.revision for item_id, state in final.items()}
     store: dict[str, Vector] = {}
     tracked: dict[str, Tracked] = {}
     start = 0
     for size in [*cuts, len(events)]:
-        apply_batch(store, tracked, events[start : start + size])
+        apply_batch(store, tracked, events[start : start + size], projected)
         start += size
     for item_id, state in tracked.items():
         if state.status == "active":

@@ -39,6 +39,9 @@ LEFT JOIN memory.items i ON i.item_id = ids.id
 -- name: any_vectors
 SELECT EXISTS (SELECT 1 FROM indexer.vectors)
 
+-- name: projected_revisions
+SELECT item_id, revision FROM memory.items WHERE item_id = ANY ($1)
+
 -- name: vector_revisions
 -- An item's passages are written together; the oldest stands for them all.
 SELECT item_id, min(revision) AS revision FROM indexer.vectors
