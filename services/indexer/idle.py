@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from engram.faults import of_the_moment
 from engram.logging import get_logger
+from services.indexer import metrics
 
 log = get_logger(__name__)
 
@@ -41,6 +42,7 @@ class Idle:
         vector exists. A fault of the moment (the database restarting) is a look that
         found nothing: the next one comes after the period, as any other."""
         told = False
+        metrics.IDLE.set(1 if self.idle else 0)
         while self.idle:
             try:
                 self.idle = not await self.look()
@@ -53,6 +55,7 @@ class Idle:
                     log.info("indexer_idle", why=WHY, check_every_s=self._every_s)
                     told = True
                 await asyncio.sleep(self._every_s)
+        metrics.IDLE.set(0)
         if told:
             log.info("indexer_woken", why="a vector is stored: reading on from the offsets")
 

@@ -35,3 +35,7 @@ REINDEX_EMBEDDED = Gauge(
 )
 REINDEX_RUNNING = Gauge("engram_indexer_reindex_running", "1 while a re-embed pass runs", ["model"])
 LAG = Gauge("engram_indexer_lag", "Records behind the end of engram.events", ["partition"])
+IDLE = Gauge(
+    "engram_indexer_idle",
+    "1 while the indexer reads no event: no embedding model and no vector stored (idle.py)",
+)

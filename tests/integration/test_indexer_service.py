@@ -116,6 +116,7 @@ async def test_with_embeddings_off_it_is_idle_until_a_vector_is_stored_then_catc
     db = await asyncpg.connect(database)
     try:
         assert until_health(url)["idle"] is True  # the events wait in the log
+        assert "engram_indexer_idle 1.0" in httpx.get(f"{url}/metrics", timeout=5).text
         assert await db.fetchval("SELECT count(*) FROM indexer.items") == 0
         assert await db.fetchval("SELECT count(*) FROM indexer.offsets") == 0
         # As `engram reindex` run with a model would, before the pin and the forget.
@@ -143,6 +144,7 @@ async def test_with_embeddings_off_it_is_idle_until_a_vector_is_stored_then_catc
         await db.close()
     metrics = httpx.get(f"{url}/metrics", timeout=5).text
     assert 'engram_indexer_lag{partition="0"} 0.0' in metrics
+    assert "engram_indexer_idle 0.0" in metrics
     logged = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert [e["event"] for e in logged if e["event"] in ("indexer_idle", "indexer_woken")] == [
         "indexer_idle",

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 
 from services.indexer.idle import Idle
 
@@ -41,6 +42,7 @@ async def test_without_a_model_it_waits_until_a_vector_is_stored() -> None:
     async with asyncio.timeout(5):
         await idle.wait()
     assert (len(looks), idle.idle) == (3, False)
+    assert REGISTRY.get_sample_value("engram_indexer_idle") == 0
 
 
 async def test_it_stays_idle_while_nothing_is_stored() -> None:
@@ -51,6 +53,7 @@ async def test_it_stays_idle_while_nothing_is_stored() -> None:
             await idle.wait()
     assert idle.idle
     assert len(looks) > 1  # it looked again, period after period
+    assert REGISTRY.get_sample_value("engram_indexer_idle") == 1
 
 
 async def test_a_fault_of_the_moment_is_a_look_that_found_nothing() -> None:
