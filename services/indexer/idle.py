@@ -21,6 +21,11 @@ from engram.logging import get_logger
 from services.indexer import metrics
 
 log = get_logger(__name__)
+# What /health says of an idle indexer, and its log line.
+WHY = (
+    "no embedding model and no vector stored: nothing to index; the log is read from the "
+    "stored offsets once there is"
+)
 
 
 class Idle:
@@ -58,9 +63,3 @@ class Idle:
         metrics.IDLE.set(0)
         if told:
             log.info("indexer_woken", why="a vector is stored: reading on from the offsets")
-
-
-WHY = (
-    "no embedding model and no vector stored: nothing to index; the log is read from the "
-    "stored offsets once there is"
-)
