@@ -18,6 +18,7 @@ from contracts.envelope import CommandReply
 from engram.auth import ScopeError
 from engram.billing import ERASING_ONLY
 from engram.http import ProblemError, principal_from
+from engram.ids import name_id
 from services.command.adapters.ingests import first_request, key_hash, key_reused, release
 from services.command.answers import json_errors
 from services.command.submit import idempotency_key, read_json, send, submit
@@ -48,7 +49,7 @@ async def import_memory_md(request: Request) -> JSONResponse:
         "RememberMemory",
         payload,
         created=True,
-        id_per_stream=lambda stream: str(uuid.uuid5(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}")),
+        id_per_stream=lambda stream: name_id(_IMPORT_NAMESPACE, f"MEMORY.md:{stream}"),
     )
 
 
@@ -157,7 +158,7 @@ async def _ingest_once(
         raise key_reused(key, "another ingest")
     ids = [
         key,
-        *(str(uuid.uuid5(_INGEST_NAMESPACE, f"{key}/{i}")) for i in range(1, len(payloads))),
+        *(name_id(_INGEST_NAMESPACE, f"{key}/{i}") for i in range(1, len(payloads))),
     ]
     first = await send(request, "RememberMemory", payloads[0], command_id=key, ingest_digest=digest)
     rejection = first[0].rejection

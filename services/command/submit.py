@@ -4,7 +4,6 @@ sealed, and answer with the writer's reply as JSON or problem+json."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from contracts.envelope import COMMAND_ID_LENGTH, CommandEnvelope, CommandReply
 from engram.auth import Principal, ScopeError
 from engram.crypto import has_sensitive, seal_payload
 from engram.http import ProblemError, bearer_token, principal_from
+from engram.ids import random_id
 from engram.keystore import KeyStore
 from services.command.adapters.ingests import ingest_key_used, key_hash, key_reused
 from services.command.adapters.replies import ReplyTimeout, Seal
@@ -187,7 +187,7 @@ async def _command_id(
             app.pool, stream, key_hash(app.keystore.master, command_id)
         ):
             raise key_reused(command_id, "an ingest")
-    return command_id or str(uuid.uuid4())
+    return command_id or random_id()
 
 
 def _envelope(

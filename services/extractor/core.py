@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from contracts.commands import LASTING_KINDS, MAX_CONTENT, Kind, RememberMemory
 from contracts.conversations import ConversationTurn
 from contracts.envelope import CommandEnvelope
+from engram.ids import name_id
 from services.extractor.access import gives_access
 
 MAX_CANDIDATES = 5
@@ -142,7 +143,7 @@ def command_id(stream_id: str, author: str, turn_id: str, method: Method, index:
     writer would answer the second with the first's reply."""
     family = "ai" if method == "ai" else "rules"
     name = f"{stream_id}\x1f{author}\x1f{turn_id}\x1f{family}\x1f{index}"
-    return str(uuid.uuid5(NAMESPACE, name))
+    return name_id(NAMESPACE, name)
 
 
 def proposal(turn: ConversationTurn, candidate: Candidate, method: Method) -> RememberMemory:

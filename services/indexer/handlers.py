@@ -112,10 +112,12 @@ class EventIndexer:
         provider = self._provider
         if provider is None or not states:
             return [plan(s, None, False) for s in states]
-        ids = [s.item_id for s in states]
-        have = await self._store.vector_revisions(ids, provider.model)
-        projected = await self._store.projected_revisions(ids)
-        return [plan(s, have.get(s.item_id), True, projected.get(s.item_id)) for s in states]
+        known = await self._store.plan_revisions([s.item_id for s in states], provider.model)
+        plans = []
+        for s in states:
+            vector_at, projected_at = known.get(s.item_id, (None, None))
+            plans.append(plan(s, vector_at, True, projected_at))
+        return plans
 
     async def _embed(
         self, states: list[Tracked], records: dict[str, Any], dead_letter: DeadLetter

@@ -172,14 +172,13 @@ class VectorStore:
         """Whether any vector of any model is stored (an idle indexer's question)."""
         return bool(await self.pool.fetchval(Q["any_vectors"]))
 
-    async def projected_revisions(self, item_ids: list[str]) -> dict[str, int]:
-        """The revision of each item's row in the projector's read model, if it has one."""
-        rows = await self.pool.fetch(Q["projected_revisions"], item_ids)
-        return {r["item_id"]: r["revision"] for r in rows}
-
-    async def vector_revisions(self, item_ids: list[str], model: str) -> dict[str, int]:
-        rows = await self.pool.fetch(Q["vector_revisions"], item_ids, model)
-        return {r["item_id"]: r["revision"] for r in rows}
+    async def plan_revisions(
+        self, item_ids: list[str], model: str
+    ) -> dict[str, tuple[int | None, int | None]]:
+        """Each item's (revision of its vectors of ``model``, revision of its row in the
+        projector's read model), None where it has none."""
+        rows = await self.pool.fetch(Q["plan_revisions"], item_ids, model)
+        return {r["item_id"]: (r["vector_revision"], r["projected_revision"]) for r in rows}
 
     async def write_vectors(self, rows: list[VectorRow]) -> WriteResult:
         async with self.pool.acquire() as conn, conn.transaction():

@@ -39,14 +39,16 @@ LEFT JOIN memory.items i ON i.item_id = ids.id
 -- name: any_vectors
 SELECT EXISTS (SELECT 1 FROM indexer.vectors)
 
--- name: projected_revisions
-SELECT item_id, revision FROM memory.items WHERE item_id = ANY ($1)
-
--- name: vector_revisions
--- An item's passages are written together; the oldest stands for them all.
-SELECT item_id, min(revision) AS revision FROM indexer.vectors
-WHERE item_id = ANY ($1) AND model = $2
-GROUP BY item_id
+-- name: plan_revisions
+-- Each item's vector revision of the model (its passages are written together: the oldest
+-- stands for them all) and its row's revision in the projector's read model; NULL where
+-- there is none. One round trip for the event path's plan.
+SELECT ids.id AS item_id,
+       (SELECT min(v.revision) FROM indexer.vectors v
+        WHERE v.item_id = ids.id AND v.model = $2) AS vector_revision,
+       i.revision AS projected_revision
+FROM unnest($1::text[]) AS ids (id)
+LEFT JOIN memory.items i ON i.item_id = ids.id
 
 -- name: void_vectors
 -- Older text (revision before keep_from), or everything when keep_from is NULL.
