@@ -35,6 +35,10 @@ from services.command.adapters.worker import STUCK_AFTER, PartitionWorker
 from services.command.adapters.writer import PartitionWriter
 
 log = get_logger(__name__)
+# How long the broker may hold the commands consumer's empty fetch. A partition resumed
+# after a backlog (``worker.RESUME_AT``) cannot fetch until the fetch in flight for the
+# others returns, so this bounds its wait; idle, it costs ten fetches a second.
+COMMANDS_FETCH_WAIT_MS = 100
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -89,7 +93,12 @@ class CommandProcessor:
         self.partitions = partitions
         self._pool = pool
         self._keys = keystore
-        self._consumer = consumer(bootstrap, group_id=group_id, max_poll_records=max_batch)
+        self._consumer = consumer(
+            bootstrap,
+            group_id=group_id,
+            max_poll_records=max_batch,
+            fetch_max_wait_ms=COMMANDS_FETCH_WAIT_MS,
+        )
         self._topic = topic
         self.processed = 0
 
