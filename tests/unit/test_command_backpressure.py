@@ -1,6 +1,7 @@
-"""A partition's queue of fetched commands is bounded by pausing its fetches, and resumed
-while enough is queued to cover the fetch in flight for the other partitions
-(worker.PAUSE_ABOVE, worker.RESUME_AT)."""
+"""A partition's queue: bounded by pausing its fetches, and resumed while enough is queued
+to cover the fetch in flight for the other partitions (worker.PAUSE_ABOVE,
+worker.RESUME_AT); a batch takes what arrives until the queue has been quiet for a few
+turns of the event loop (worker._QUIET_ROUNDS)."""
 
 from __future__ import annotations
 
@@ -106,4 +107,40 @@ async def test_a_queue_at_the_bound_does_not_pause() -> None:
         assert consumer.calls == []
     finally:
         writer.gate.put_nowait(None)  # a batch still waiting for its step finishes
+        await worker.close()
+
+
+async def _drip(worker: PartitionWorker, gaps: list[int]) -> None:
+    """A command now, then one after each gap of event-loop turns."""
+    worker.put([object()])
+    for gap in gaps:
+        for _ in range(gap):
+            await asyncio.sleep(0)
+        worker.put([object()])
+
+
+async def test_commands_a_couple_of_turns_apart_join_one_batch() -> None:
+    """A wave of requests reaches the queue a few turns apart; one quiet turn does not
+    close the batch (worker._QUIET_ROUNDS)."""
+    consumer, writer = Consumer(), Writer()
+    worker = PartitionWorker(TP, writer, consumer, Processor())  # type: ignore[arg-type]
+    try:
+        await _drip(worker, [2, 1, 2])
+        await writer.step()
+        assert writer.batches == [4]
+    finally:
+        writer.gate.put_nowait(None)
+        await worker.close()
+
+
+async def test_a_command_after_a_long_quiet_waits_for_the_next_batch() -> None:
+    consumer, writer = Consumer(), Writer()
+    worker = PartitionWorker(TP, writer, consumer, Processor())  # type: ignore[arg-type]
+    try:
+        await _drip(worker, [10])
+        await writer.step()
+        await writer.step()
+        assert writer.batches == [1, 1]
+    finally:
+        writer.gate.put_nowait(None)
         await worker.close()

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 _READY_ROUNDS = 20  # event-loop turns a batch waits, at most, for commands already here
+# Turns in a row without a new command after which the batch is taken. Closed-loop writers
+# send in waves (each after its last memory became visible), and a wave's requests reach
+# the queue a few turns apart as the event loop parses them: taken after one quiet turn,
+# a batch left some of its wave to a transaction of their own, a wave later.
+_QUIET_ROUNDS = 3
 # Transactions failed in a row after which a partition counts as stuck (health says so).
 STUCK_AFTER = 3
 # A partition's queue is bounded by pausing its fetches above PAUSE_ABOVE batches and
@@ -117,11 +122,14 @@ class PartitionWorker:
         as a group commit does: their HTTP handlers may be ready to run on the event loop
         behind this task. A Kafka transaction costs the broker and this service
         milliseconds of CPU whatever it holds, so fuller ones leave more CPU to the rest.
-        A lone writer waits for nothing: the queue stops growing at once."""
+        A lone writer waits for _QUIET_ROUNDS turns of the loop, microseconds when it
+        has nothing else to run."""
+        quiet = 0
         for _ in range(_READY_ROUNDS):
             queued = len(self._queue)
             await asyncio.sleep(0)
-            if len(self._queue) == queued:
+            quiet = quiet + 1 if len(self._queue) == queued else 0
+            if quiet == _QUIET_ROUNDS:
                 return
 
     async def _run(self) -> None:
