@@ -166,8 +166,15 @@ class Restorer:
     async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
         """Write the changed streams' headers, their new and changed items and answers,
         and the offset they are valid at, atomically."""
-        # The writer awaits this before it takes another batch, so the states hold still.
-        rows = await asyncio.to_thread(rows_to_save, partition, states, dirty)
+        await self.write(partition, await self.encode(partition, states, dirty), next_offset)
+
+    async def encode(self, partition: int, states: States, dirty: set[str]) -> CheckpointRows:
+        """The changed streams' rows, encoded off the event loop: the caller keeps the states
+        still until this returns (the writer takes no batch meanwhile)."""
+        return await asyncio.to_thread(rows_to_save, partition, states, dirty)
+
+    async def write(self, partition: int, rows: CheckpointRows, next_offset: int) -> None:
+        """Write encoded rows and the offset they are valid at, atomically."""
         async with self._pool.acquire() as conn, conn.transaction():
             await _write_rows(conn, partition, rows)
             await conn.execute(SAVE_OFFSET, partition, next_offset)

@@ -15,6 +15,8 @@ that did commit after all gets its first answer again).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -57,6 +59,7 @@ from services.command.origin import made_by
 from services.command.state import StreamState
 
 log = get_logger(__name__)
+CHECKPOINT_WRITE_WAIT_SECONDS = 10.0
 
 
 class PartitionWriter:
@@ -90,6 +93,10 @@ class PartitionWriter:
         await self.streams.restore()
 
     async def stop(self) -> None:
+        # The checkpoint being written, if any, is finished first (bounded: a database that
+        # does not answer must not hold up a revocation; the next owner replays more).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.streams.written(), CHECKPOINT_WRITE_WAIT_SECONDS)
         await self._out.producer.stop()
 
     async def process(self, batch: list[Queued]) -> Cleanup:
