@@ -1,7 +1,7 @@
 """Incremental checkpoints of the command writer: only the streams that changed are
-rewritten, the offset moves with them in one transaction, rows load on demand, and a
+rewritten, the offset moves with them in one transaction, rows load on demand, a
 whole-partition checkpoint written before stream rows existed still restores (and is
-then rewritten)."""
+then rewritten), and a checkpoint older than the stored one writes nothing."""
 
 from __future__ import annotations
 
@@ -172,6 +172,30 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
         restored, offset, _ = await restorer._checkpoint(partition)
         assert offset == 210 and restored == {}
         assert (await restorer.load(partition, ["o/d"]))["o/d"].seq == 7
+    finally:
+        await forget_partition(pool, partition)
+        await pool.close()
+
+
+async def test_a_checkpoint_older_than_the_stored_one_writes_nothing(
+    stack_settings: dict[str, str],
+) -> None:
+    """A writer that stopped while its checkpoint's write hung may finish it after the next
+    owner wrote a newer one: its rows and offset must not replace the newer ones."""
+    partition = random.randint(100_000, 900_000)
+    pool = await asyncpg.create_pool(stack_settings["DATABASE_URL"], min_size=1, max_size=2)
+    assert pool is not None
+    restorer = Restorer(pool, stack_settings["KAFKA_BOOTSTRAP_SERVERS"], MasterKey(bytes(32)))
+    try:
+        old = await restorer.encode(partition, {"o/a": state("o/a", 3)}, {"o/a"})
+        new = await restorer.encode(partition, {"o/a": state("o/a", 8)}, {"o/a"})
+        assert await restorer.write(partition, new, 300)
+        assert not await restorer.write(partition, old, 250)  # finished late: nothing
+        _, offset, _ = await restorer._checkpoint(partition)
+        assert offset == 300
+        assert (await restorer.load(partition, ["o/a"]))["o/a"].seq == 8
+        assert await restorer.write(partition, old, 300)  # the same offset: written
+        assert (await restorer.load(partition, ["o/a"]))["o/a"].seq == 3
     finally:
         await forget_partition(pool, partition)
         await pool.close()

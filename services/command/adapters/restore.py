@@ -76,6 +76,9 @@ SAVE_ANSWERS = """INSERT INTO command.stream_answers
                        AS u(s, p, l, r)
                   ON CONFLICT (events_partition, stream_id, position)
                   DO UPDATE SET last = EXCLUDED.last, answers = EXCLUDED.answers"""
+# One checkpoint write of a partition at a time (the partition's row may not exist yet).
+LOCK_CHECKPOINT = "SELECT pg_advisory_xact_lock(hashtext('command.checkpoints'), $1)"
+STORED_OFFSET = "SELECT next_offset FROM command.checkpoints WHERE events_partition = $1"
 SAVE_OFFSET = """INSERT INTO command.checkpoints (events_partition, next_offset, state)
                    VALUES ($1, $2, NULL)
                    ON CONFLICT (events_partition) DO UPDATE
@@ -173,11 +176,26 @@ class Restorer:
         still until this returns (the writer takes no batch meanwhile)."""
         return await asyncio.to_thread(rows_to_save, partition, states, dirty)
 
-    async def write(self, partition: int, rows: CheckpointRows, next_offset: int) -> None:
-        """Write encoded rows and the offset they are valid at, atomically."""
+    async def write(self, partition: int, rows: CheckpointRows, next_offset: int) -> bool:
+        """Write encoded rows and the offset they are valid at, atomically; False, writing
+        nothing, when the partition's stored checkpoint is newer. Checkpoints are written
+        while their writer goes on, and one whose writer stopped may finish after the next
+        owner's newer one: written then, it would put the offset back under rows that hold
+        the events after it, which a restore would fold twice."""
         async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(LOCK_CHECKPOINT, partition)
+            stored = await conn.fetchval(STORED_OFFSET, partition)
+            if stored is not None and stored > next_offset:
+                log.warning(
+                    "checkpoint_superseded",
+                    partition=partition,
+                    offset=next_offset,
+                    stored_offset=stored,
+                )
+                return False
             await _write_rows(conn, partition, rows)
             await conn.execute(SAVE_OFFSET, partition, next_offset)
+        return True
 
     async def _replay(
         self, partition: int, states: States, offset: int
