@@ -22,6 +22,13 @@ from tests.unit.conftest import make_context
 pytestmark = pytest.mark.integration
 
 
+async def checkpoint(
+    restorer: Restorer, partition: int, states: dict[str, StreamState], dirty: set[str], at: int
+) -> None:
+    """A checkpoint, as the writer's stream cache makes one: encoded, then written."""
+    assert await restorer.write(partition, await restorer.encode(partition, states, dirty), at)
+
+
 def state(stream_id: str, seq: int) -> StreamState:
     return StreamState(stream_id, seq=seq, generation=seq)
 
@@ -48,7 +55,7 @@ async def test_items_are_rows_of_their_own_written_when_new_or_changed(
         live = StreamState("o/member:ana")
         for n in range(5):
             run(live, c.RememberMemory(content=f"fact {n}", key=f"k{n}"))
-        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, 10)
+        await checkpoint(restorer, partition, {live.stream_id: live}, {live.stream_id}, 10)
         assert await pool.fetchval(written, partition) == 5
 
         ids = list(live.items)
@@ -62,7 +69,7 @@ async def test_items_are_rows_of_their_own_written_when_new_or_changed(
                 partition,
             )
         }
-        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, 20)
+        await checkpoint(restorer, partition, {live.stream_id: live}, {live.stream_id}, 20)
         after = {
             r["item_id"]: r["xmin"]
             for r in await pool.fetch(
@@ -98,7 +105,7 @@ async def test_answers_are_stored_in_runs_written_when_new_and_deleted_when_no_l
         return {r["position"]: (r["last"], r["xmin"]) for r in await pool.fetch(runs, partition)}
 
     async def save(offset: int) -> None:
-        await restorer.save(partition, {live.stream_id: live}, {live.stream_id}, offset)
+        await checkpoint(restorer, partition, {live.stream_id: live}, {live.stream_id}, offset)
 
     try:
         live = StreamState("o/member:ana")
@@ -141,10 +148,10 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
         assert await restorer._checkpoint(partition) == ({}, 0, set())
 
         states = {"o/a": state("o/a", 3), "o/b": state("o/b", 5)}
-        await restorer.save(partition, states, {"o/a", "o/b"}, 120)
+        await checkpoint(restorer, partition, states, {"o/a", "o/b"}, 120)
         states["o/a"].seq = 9  # changed since, but not saved: not dirty
         states["o/c"] = state("o/c", 1)
-        await restorer.save(partition, states, {"o/c"}, 150)
+        await checkpoint(restorer, partition, states, {"o/c"}, 150)
 
         # The rows load on demand: a restore starts from none of them.
         restored, offset, dirty = await restorer._checkpoint(partition)
@@ -162,7 +169,7 @@ async def test_only_changed_streams_are_rewritten_and_the_offset_moves_with_them
         )
         restored, offset, dirty = await restorer._checkpoint(partition)
         assert (offset, set(restored), dirty) == (200, {"o/d"}, {"o/d"})
-        await restorer.save(partition, restored, dirty, 210)  # rewritten as rows
+        await checkpoint(restorer, partition, restored, dirty, 210)  # rewritten as rows
         assert (
             await pool.fetchval(
                 "SELECT state FROM command.checkpoints WHERE events_partition = $1", partition

@@ -35,14 +35,17 @@ class Rows:
     ) -> dict[str, StreamState]:
         return {stream_id: copy.deepcopy(states[stream_id]) for stream_id in dirty}
 
-    async def write(self, partition: int, rows: dict[str, StreamState], offset: int) -> None:
+    async def write(self, partition: int, rows: dict[str, StreamState], offset: int) -> bool:
         if self.hold:
             await self.release.wait()
         if self.fail:
             self.fail = False
             raise ConnectionError("the database went away")
+        if self.offsets and self.offsets[-1] > offset:
+            return False  # a newer owner's checkpoint is stored
         self.rows |= rows
         self.offsets.append(offset)
+        return True
 
 
 def stream(stream_id: str, items: int) -> StreamState:
@@ -142,3 +145,16 @@ async def test_a_failed_write_leaves_its_streams_for_the_next_checkpoint() -> No
     await w.written()
     assert rows.offsets == [7] and w.dirty == set()
     assert set(w.states) == {"o/b"}  # o/a saved and least recently used: it leaves
+
+
+async def test_a_superseded_checkpoint_saved_nothing_and_nothing_leaves() -> None:
+    rows = Rows({"o/a": stream("o/a", 1), "o/b": stream("o/b", 1)})
+    rows.offsets = [100]  # a newer owner's checkpoint
+    w = cache(rows, cached_items=1)
+    await w.load({"o/a"})
+    await w.load({"o/b"})
+    w.dirty = {"o/a"}
+    w.events_since_checkpoint, w.next_event_offset = 1, 50
+    await w.maybe_checkpoint()
+    await w.written()
+    assert rows.offsets == [100] and set(w.states) == {"o/a", "o/b"}

@@ -166,14 +166,10 @@ class Restorer:
         # other partitions' writers and the consumer's heartbeats going meanwhile.
         return await asyncio.to_thread(states_from_rows, headers, items, answers, self._master)
 
-    async def save(self, partition: int, states: States, dirty: set[str], next_offset: int) -> None:
-        """Write the changed streams' headers, their new and changed items and answers,
-        and the offset they are valid at, atomically."""
-        await self.write(partition, await self.encode(partition, states, dirty), next_offset)
-
     async def encode(self, partition: int, states: States, dirty: set[str]) -> CheckpointRows:
-        """The changed streams' rows, encoded off the event loop: the caller keeps the states
-        still until this returns (the writer takes no batch meanwhile)."""
+        """The changed streams' headers, their new and changed items and answers, encoded
+        off the event loop: the caller keeps the states still until this returns (the
+        writer takes no batch meanwhile)."""
         return await asyncio.to_thread(rows_to_save, partition, states, dirty)
 
     async def write(self, partition: int, rows: CheckpointRows, next_offset: int) -> bool:

@@ -41,7 +41,7 @@ class StreamCache:
         self.events_since_checkpoint = 0
         self.checkpoint_every = checkpoint_every
         self._cached_items = cached_items
-        self._writing: asyncio.Task[None] | None = None  # the checkpoint being written
+        self._writing: asyncio.Task[bool] | None = None  # the checkpoint being written
 
     async def restore(self) -> None:
         # Events replayed count toward the next checkpoint: a long replay is saved soon.
@@ -72,9 +72,10 @@ class StreamCache:
             name=f"command-checkpoint-{self.partition}",
         )
 
-    async def _write(self, rows: CheckpointRows, dirty: set[str], events: int, offset: int) -> None:
+    async def _write(self, rows: CheckpointRows, dirty: set[str], events: int, offset: int) -> bool:
+        """Whether the rows were written (not when a newer owner's checkpoint is stored)."""
         try:
-            await self._restorer.write(self.partition, rows, offset)
+            return await self._restorer.write(self.partition, rows, offset)
         except BaseException:  # not saved: the next checkpoint takes its streams again
             self.dirty |= dirty
             self.events_since_checkpoint += events
@@ -89,7 +90,8 @@ class StreamCache:
 
     def _settle(self) -> None:
         """A checkpoint written: the streams it saved may leave the cache. One that failed
-        is logged, its streams already marked changed again."""
+        is logged, its streams already marked changed again; one a newer owner's checkpoint
+        superseded saved nothing, and nothing leaves."""
         task = self._writing
         if task is None or not task.done():
             return
@@ -101,7 +103,8 @@ class StreamCache:
                 error="cancelled" if task.cancelled() else repr(error),
             )
             return
-        self._evict()
+        if task.result():  # superseded: nothing of this writer's was saved
+            self._evict()
 
     def _evict(self) -> None:
         """Drop the least recently used streams (all saved) while the cache holds more
